@@ -1,0 +1,36 @@
+//! The assembled service: configuration, the browser side and the tool registry, shared by the
+//! HTTP server and the in-process CLI.
+
+use std::sync::Arc;
+
+use crate::browser::BrowserService;
+use crate::config::Config;
+use crate::tools::Registry;
+
+/// Everything a front needs. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    pub config: Arc<Config>,
+    pub browser: Arc<BrowserService>,
+    pub registry: Arc<Registry>,
+}
+
+impl App {
+    /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
+    pub fn new(config: Config) -> Self {
+        let config = Arc::new(config);
+        let browser = BrowserService::new(config.clone());
+        browser.spawn_reaper();
+        let registry = Arc::new(Registry::new(config.clone(), browser.clone()));
+        Self {
+            config,
+            browser,
+            registry,
+        }
+    }
+
+    /// Closes every session and the browser; leaves no Chromium process or temp dir behind.
+    pub async fn shutdown(&self) {
+        self.browser.shutdown().await;
+    }
+}

@@ -1,0 +1,21 @@
+//! Everything that speaks CDP (and nothing else does): the Chromium pool, sessions with their
+//! browser contexts and tabs, readiness, the element list and its refs, and content reading.
+//!
+//! Invariants: every CDP call runs under a timeout and fails fast with `BROWSER_UNAVAILABLE`
+//! when Chromium dies; a ref is never retargeted to a different element.
+
+mod content;
+mod navigation;
+mod pool;
+mod session;
+mod settle;
+mod snapshot;
+mod tab;
+
+pub use content::{FindHit, Form, Scope};
+pub use navigation::{Arrival, Destination};
+pub use pool::{BrowserHandle, BrowserPool};
+pub use session::{BrowserService, SessionGuard, TabInfo};
+pub use settle::{Readiness, ReadyBy};
+pub use snapshot::{Element, ElementList, OFFSCREEN_HEADER};
+pub use tab::{DialogRecord, Tab};

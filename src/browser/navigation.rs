@@ -1,0 +1,159 @@
+//! Moving a tab: open a URL, go back/forward in history, reload — then wait until ready.
+//!
+//! chromiumoxide's `goto` waits for `load` only (and the whole request timeout when a resource
+//! never finishes), so navigation is issued in the background and readiness is decided by
+//! `settle` instead.
+
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::page::{
+    GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, ReloadParams,
+};
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use super::settle::{Readiness, SettleGoal};
+use super::tab::{DialogRecord, Tab, lock};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// Where to go.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    Url(String),
+    Back,
+    Forward,
+    Reload,
+}
+
+/// What a navigation found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Arrival {
+    /// HTTP status of the main document, when one was loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<i64>,
+    pub ready: Readiness,
+    /// JS dialogs answered during the navigation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dialogs: Vec<DialogRecord>,
+}
+
+impl Tab {
+    /// Navigates and waits until the page is ready, `wait_for` appears, or `timeout` passes.
+    pub async fn navigate(
+        &mut self,
+        destination: Destination,
+        wait_for: Option<&str>,
+        timeout: Duration,
+    ) -> ToolResult<Arrival> {
+        let started = Instant::now();
+        let commits_before = {
+            let mut events = lock(&self.events);
+            events.document_status = None;
+            events.main_commits
+        };
+        let mut failure = self.start_navigation(destination).await?;
+        let goal = SettleGoal {
+            wait_for,
+            started,
+            timeout,
+            commits_before: Some(commits_before),
+        };
+        let ready = self
+            .settle(&goal, || match failure.as_mut().map(|rx| rx.try_recv()) {
+                Some(Ok(Some(error))) => Err(navigation_failed(&error)),
+                _ => Ok(()),
+            })
+            .await?;
+        let status = lock(&self.events).document_status;
+        Ok(Arrival {
+            status,
+            ready,
+            dialogs: self.take_dialogs(),
+        })
+    }
+
+    /// Issues the navigation. For URLs the returned channel later carries Chromium's error
+    /// text if the navigation failed (DNS, refused connection, …).
+    async fn start_navigation(
+        &self,
+        destination: Destination,
+    ) -> ToolResult<Option<oneshot::Receiver<Option<String>>>> {
+        match destination {
+            Destination::Url(url) => {
+                let (tx, rx) = oneshot::channel();
+                let page = self.page.clone();
+                tokio::spawn(async move {
+                    // Resolves when the page loads (or chromiumoxide's request timeout passes);
+                    // only its error text matters here.
+                    let error = match page.execute(NavigateParams::new(url)).await {
+                        Ok(response) => response.result.error_text.clone(),
+                        Err(_) => None,
+                    };
+                    let _ = tx.send(error);
+                });
+                Ok(Some(rx))
+            }
+            Destination::Reload => {
+                self.browser
+                    .cdp("reloading", self.page.execute(ReloadParams::default()))
+                    .await?;
+                Ok(None)
+            }
+            Destination::Back | Destination::Forward => {
+                let step: i64 = if matches!(destination, Destination::Back) {
+                    -1
+                } else {
+                    1
+                };
+                let history = self
+                    .browser
+                    .cdp(
+                        "reading the history",
+                        self.page.execute(GetNavigationHistoryParams::default()),
+                    )
+                    .await?;
+                let index = history.result.current_index + step;
+                let entry = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| history.result.entries.get(i))
+                    .ok_or_else(|| {
+                        let which = if step < 0 { "back" } else { "forward" };
+                        ToolError::new(
+                            ErrorCode::InvalidArgument,
+                            format!("there is no page to go {which} to in this tab"),
+                        )
+                        .with_hint("open a URL with mode=url instead")
+                    })?;
+                self.browser
+                    .cdp(
+                        "moving in history",
+                        self.page
+                            .execute(NavigateToHistoryEntryParams::new(entry.id)),
+                    )
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn navigation_failed(error: &str) -> ToolError {
+    let hint = match error {
+        e if e.contains("CONNECTION_REFUSED") => {
+            "nothing listens at that address; check host and port"
+        }
+        e if e.contains("NAME_NOT_RESOLVED") => {
+            "the host name does not resolve; check the spelling"
+        }
+        e if e.contains("ABORTED") => {
+            "the server answered without a page (a download or an empty response)"
+        }
+        e if e.contains("CERT") => "the site's TLS certificate is not valid",
+        _ => "check the URL; the site may be down or unreachable",
+    };
+    ToolError::new(
+        ErrorCode::NavigationFailed,
+        format!("navigation failed: {error}"),
+    )
+    .with_hint(hint)
+}

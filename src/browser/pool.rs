@@ -1,0 +1,342 @@
+//! The one Chromium of this process: launch (or connect), liveness, relaunch and shutdown.
+//!
+//! A `BrowserHandle` is one browser *generation*. When Chromium dies, its handle is marked dead
+//! (every CDP call racing on it fails at once with `BROWSER_UNAVAILABLE`) and the next call to
+//! `BrowserPool::current` launches a new generation. Sessions notice the new generation and
+//! rebuild their browser context.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::cdp::browser_protocol::browser::CloseParams;
+use futures::StreamExt;
+use tokio::sync::{Mutex, watch};
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// How often the watchdog looks at the browser process (or pings a remote browser).
+const WATCHDOG_INTERVAL_MS: u64 = 250;
+/// A remote browser that does not answer a version ping within this time is considered gone.
+const REMOTE_PING_TIMEOUT_MS: u64 = 3_000;
+/// How long a closing browser gets to exit before it is killed.
+const CLOSE_GRACE_MS: u64 = 3_000;
+
+/// Owns the current browser generation and launches a new one when needed.
+pub struct BrowserPool {
+    config: Arc<Config>,
+    /// The live generation, if any. The mutex also serialises launches, so two sessions that
+    /// find the browser dead at the same time start only one new Chromium.
+    current: Mutex<Option<Arc<BrowserHandle>>>,
+    /// Counts generations; the first launch is generation 1.
+    generations: AtomicU64,
+}
+
+/// One running (or connected) Chromium.
+pub struct BrowserHandle {
+    /// chromiumoxide's client; only `&self` methods are used, so it is shared freely.
+    pub(crate) browser: Browser,
+    pub generation: u64,
+    /// `true` while the browser is usable; flipped once by the watchdog or the handler task.
+    alive: watch::Receiver<bool>,
+    /// Process id of a launched browser (none when connected remotely).
+    pid: Option<u32>,
+    /// Drives the CDP connection; aborted on drop.
+    handler_task: JoinHandle<()>,
+    /// Watches the process or pings the remote browser; aborted on drop.
+    watchdog_task: JoinHandle<()>,
+    /// The temporary profile and TMPDIR of a launched browser, deleted when the handle drops
+    /// (after the process has exited, see `shutdown`).
+    _profile_dir: Option<tempfile::TempDir>,
+    cdp_timeout: Duration,
+}
+
+impl Drop for BrowserHandle {
+    fn drop(&mut self) {
+        self.handler_task.abort();
+        self.watchdog_task.abort();
+    }
+}
+
+impl BrowserPool {
+    pub fn new(config: Arc<Config>) -> Self {
+        Self {
+            config,
+            current: Mutex::new(None),
+            generations: AtomicU64::new(0),
+        }
+    }
+
+    /// The live browser, launching (or reconnecting) one if there is none or it died.
+    pub async fn current(&self) -> ToolResult<Arc<BrowserHandle>> {
+        let mut slot = self.current.lock().await;
+        if let Some(handle) = slot.as_ref()
+            && handle.is_alive()
+        {
+            return Ok(handle.clone());
+        }
+        if let Some(dead) = slot.take() {
+            tracing::warn!(
+                generation = dead.generation,
+                "browser is gone; starting a new one"
+            );
+            dead.shutdown().await;
+        }
+        let generation = self.generations.fetch_add(1, Ordering::SeqCst) + 1;
+        let handle = Arc::new(self.start(generation).await?);
+        *slot = Some(handle.clone());
+        Ok(handle)
+    }
+
+    /// The live browser without starting one.
+    pub async fn existing(&self) -> Option<Arc<BrowserHandle>> {
+        self.current.lock().await.clone().filter(|h| h.is_alive())
+    }
+
+    /// How many browsers were started after the first one (crash recoveries).
+    pub fn restarts(&self) -> u64 {
+        self.generations.load(Ordering::SeqCst).saturating_sub(1)
+    }
+
+    /// Closes the browser and removes its temporary profile.
+    pub async fn shutdown(&self) {
+        if let Some(handle) = self.current.lock().await.take() {
+            handle.shutdown().await;
+        }
+    }
+
+    async fn start(&self, generation: u64) -> ToolResult<BrowserHandle> {
+        let cdp_timeout = Duration::from_millis(self.config.cdp_timeout_ms);
+        let remote = self
+            .config
+            .browser_ws
+            .clone()
+            .or_else(|| self.config.browser_url.clone());
+        let (browser, handler, profile_dir) = match remote {
+            Some(url) => {
+                let (browser, handler) =
+                    tokio::time::timeout(cdp_timeout, Browser::connect(url.clone()))
+                        .await
+                        .map_err(|_| {
+                            unavailable(format!("connecting to the browser at {url} timed out"))
+                        })?
+                        .map_err(|e| {
+                            unavailable(format!("cannot connect to the browser at {url}: {e}"))
+                        })?;
+                (browser, handler, None)
+            }
+            None => {
+                let (browser, handler, dir) = self.launch().await?;
+                (browser, handler, Some(dir))
+            }
+        };
+        let mut browser = browser;
+        let pid = browser
+            .get_mut_child()
+            .and_then(|child| child.as_mut_inner().id());
+        let (alive_tx, alive) = watch::channel(true);
+        let alive_tx = Arc::new(alive_tx);
+        let handler_task = tokio::spawn(drive_handler(handler, alive_tx.clone()));
+        let watchdog_task =
+            tokio::spawn(watchdog(pid, browser.websocket_address().clone(), alive_tx));
+        tracing::info!(generation, ?pid, "browser ready");
+        Ok(BrowserHandle {
+            browser,
+            generation,
+            alive,
+            pid,
+            handler_task,
+            watchdog_task,
+            _profile_dir: profile_dir,
+            cdp_timeout,
+        })
+    }
+
+    async fn launch(&self) -> ToolResult<(Browser, chromiumoxide::Handler, tempfile::TempDir)> {
+        let dir = tempfile::Builder::new()
+            .prefix("webpilot-chromium-")
+            .tempdir()
+            .map_err(|e| unavailable(format!("cannot create a browser profile dir: {e}")))?;
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| unavailable(format!("cannot create the browser's TMPDIR: {e}")))?;
+        let config = launch_config(&self.config, dir.path().join("profile"), tmp)?;
+        let (browser, handler) = Browser::launch(config).await.map_err(|e| {
+            unavailable(format!(
+                "cannot launch {}: {e}",
+                self.config.chromium.display()
+            ))
+            .with_hint("install Chromium (scripts/setup) or set --chromium / --browser-ws")
+        })?;
+        Ok((browser, handler, dir))
+    }
+}
+
+/// Chromium's launch flags: headless, no background traffic, a private profile and TMPDIR.
+fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<BrowserConfig> {
+    let viewport = chromiumoxide::handler::viewport::Viewport {
+        width: config.viewport_width,
+        height: config.viewport_height,
+        ..Default::default()
+    };
+    BrowserConfig::builder()
+        .chrome_executable(&config.chromium)
+        .no_sandbox()
+        .user_data_dir(profile)
+        .env("TMPDIR", tmp.to_string_lossy())
+        .viewport(viewport)
+        .window_size(config.viewport_width, config.viewport_height)
+        .launch_timeout(Duration::from_secs(20))
+        .request_timeout(Duration::from_millis(config.cdp_timeout_ms))
+        // BrowserConfig adds the leading `--` itself (CHROMIUM.md).
+        .args([
+            "disable-gpu",
+            "disable-component-update",
+            "disable-quic",
+            "disable-background-networking",
+            "disable-sync",
+            "no-first-run",
+            "disable-dev-shm-usage",
+            "disable-features=Translate,MediaRouter,OptimizationHints",
+            "mute-audio",
+        ])
+        .build()
+        .map_err(|e| unavailable(format!("invalid browser configuration: {e}")))
+}
+
+/// Runs chromiumoxide's event loop; its end means the connection is gone.
+async fn drive_handler(mut handler: chromiumoxide::Handler, alive: Arc<watch::Sender<bool>>) {
+    while let Some(event) = handler.next().await {
+        if let Err(error) = event {
+            // Individual bad messages (e.g. events this crate version cannot parse) are harmless.
+            tracing::debug!(%error, "CDP handler error");
+        }
+    }
+    tracing::warn!("CDP connection closed");
+    alive.send_replace(false);
+}
+
+/// Marks the browser dead when its process exits (local) or stops answering (remote).
+async fn watchdog(pid: Option<u32>, ws: String, alive: Arc<watch::Sender<bool>>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(WATCHDOG_INTERVAL_MS));
+    loop {
+        tick.tick().await;
+        let gone = match pid {
+            Some(pid) => !process_running(pid),
+            None => !remote_answers(&ws).await,
+        };
+        if gone {
+            tracing::warn!(?pid, "browser process is gone");
+            alive.send_replace(false);
+            return;
+        }
+    }
+}
+
+/// True while `pid` exists and is not a zombie.
+fn process_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+/// A remote browser is alive while its DevTools endpoint accepts TCP connections.
+async fn remote_answers(ws: &str) -> bool {
+    let Ok(url) = url::Url::parse(ws) else {
+        return true;
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return true;
+    };
+    let connect = tokio::net::TcpStream::connect((host.to_string(), port));
+    matches!(
+        tokio::time::timeout(Duration::from_millis(REMOTE_PING_TIMEOUT_MS), connect).await,
+        Ok(Ok(_))
+    )
+}
+
+impl BrowserHandle {
+    pub fn is_alive(&self) -> bool {
+        *self.alive.borrow()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Runs one CDP call under the command timeout, failing at once if the browser dies.
+    pub(crate) async fn cdp<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> ToolResult<T> {
+        self.within(self.cdp_timeout, what, call).await
+    }
+
+    /// Like `cdp`, with an explicit time limit.
+    pub(crate) async fn within<T, E: std::fmt::Display>(
+        &self,
+        limit: Duration,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> ToolResult<T> {
+        let mut alive = self.alive.clone();
+        if !*alive.borrow() {
+            return Err(browser_died());
+        }
+        tokio::select! {
+            result = tokio::time::timeout(limit, call) => match result {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(self.classify(what, error.to_string())),
+                Err(_) if !self.is_alive() => Err(browser_died()),
+                Err(_) => Err(ToolError::new(
+                    ErrorCode::Timeout,
+                    format!("{what} did not answer within {} ms", limit.as_millis()),
+                )),
+            },
+            _ = alive.wait_for(|alive| !alive) => Err(browser_died()),
+        }
+    }
+
+    fn classify(&self, what: &str, error: String) -> ToolError {
+        if !self.is_alive() || error.contains("channel closed") || error.contains("Ws(") {
+            return browser_died();
+        }
+        ToolError::new(ErrorCode::Internal, format!("{what} failed: {error}"))
+            .with_hint("the browser rejected the command; retry, or open the page again")
+    }
+
+    /// Asks Chromium to close, waits for the process to exit, and kills it if it does not.
+    async fn shutdown(&self) {
+        if self.is_alive() {
+            let close = self.browser.execute(CloseParams::default());
+            let _ = tokio::time::timeout(Duration::from_millis(CLOSE_GRACE_MS), close).await;
+        }
+        let Some(pid) = self.pid else { return };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(CLOSE_GRACE_MS);
+        while process_running(pid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if process_running(pid) {
+            tracing::warn!(pid, "browser did not exit; killing it");
+            // SAFETY: plain syscall on a pid we launched and still own (not yet reaped).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+fn unavailable(message: String) -> ToolError {
+    ToolError::new(ErrorCode::BrowserUnavailable, message)
+}
+
+pub(crate) fn browser_died() -> ToolError {
+    unavailable("the browser stopped during the call".into())
+}

@@ -1,0 +1,425 @@
+//! Sessions: one isolated browser context each (own cookies, storage, cache) with its tabs.
+//!
+//! A session is created on first use and closed after `session_idle_secs` without calls. Each
+//! session serialises its own commands (its state sits behind an async mutex held for a whole
+//! tool call); different sessions run in parallel.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::browser::BrowserContextId;
+use chromiumoxide::cdp::browser_protocol::target::{
+    CreateBrowserContextParams, CreateTargetParams, GetTargetInfoParams, TargetId,
+};
+use serde::Serialize;
+use tokio::sync::OwnedMutexGuard;
+
+use super::pool::{BrowserHandle, BrowserPool};
+use super::tab::Tab;
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// The browser side of the service: the pool and the sessions living in it.
+pub struct BrowserService {
+    pub pool: BrowserPool,
+    config: Arc<Config>,
+    /// Live sessions by name. A std mutex: it is held only to look up or insert, never across
+    /// an await.
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// One named session. Its `state` mutex is the session's command queue.
+pub struct Session {
+    name: String,
+    state: Arc<tokio::sync::Mutex<SessionState>>,
+    /// Last time a command started or finished; read by the idle reaper.
+    last_used: Mutex<Instant>,
+}
+
+/// A session's browser-side state, guarded by the session's command lock.
+#[derive(Default)]
+pub struct SessionState {
+    /// The browser generation the context below lives in; a newer generation means the
+    /// context and tabs are gone and must be rebuilt.
+    browser: Option<Arc<BrowserHandle>>,
+    context: Option<BrowserContextId>,
+    tabs: Vec<Tab>,
+    active: Option<String>,
+    /// Tab numbers keep growing so a closed tab's id is never reused.
+    next_tab_number: u32,
+    /// Targets seen in `browser.pages()` that belong to other sessions.
+    foreign_targets: HashSet<TargetId>,
+}
+
+/// One tab as `browser_tabs list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TabInfo {
+    pub tab: String,
+    pub url: String,
+    pub title: String,
+    pub active: bool,
+}
+
+impl BrowserService {
+    pub fn new(config: Arc<Config>) -> Arc<Self> {
+        Arc::new(Self {
+            pool: BrowserPool::new(config.clone()),
+            config,
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Takes the session's command lock (creating the session if needed) with its browser
+    /// context ready.
+    pub async fn session(&self, name: &str) -> ToolResult<SessionGuard> {
+        let session = self.lookup_or_create(name)?;
+        session.touch();
+        let mut state = session.state.clone().lock_owned().await;
+        let browser = self.pool.current().await?;
+        if state
+            .browser
+            .as_ref()
+            .is_none_or(|b| b.generation != browser.generation)
+        {
+            state.reset();
+            let context = browser
+                .cdp(
+                    "creating a browser context",
+                    browser
+                        .browser
+                        .create_browser_context(CreateBrowserContextParams::default()),
+                )
+                .await?;
+            state.context = Some(context);
+            state.browser = Some(browser.clone());
+        }
+        Ok(SessionGuard {
+            session,
+            state,
+            browser,
+            max_tabs: self.config.max_tabs_per_session,
+        })
+    }
+
+    fn lookup_or_create(&self, name: &str) -> ToolResult<Arc<Session>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(name) {
+            return Ok(session.clone());
+        }
+        if sessions.len() >= self.config.max_sessions {
+            return Err(ToolError::new(
+                ErrorCode::Limit,
+                format!(
+                    "{} sessions are live, the configured maximum",
+                    sessions.len()
+                ),
+            )
+            .with_hint(format!(
+                "reuse an existing session name, or wait: idle sessions close after {} s",
+                self.config.session_idle_secs
+            )));
+        }
+        let session = Arc::new(Session {
+            name: name.to_string(),
+            state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
+            last_used: Mutex::new(Instant::now()),
+        });
+        sessions.insert(name.to_string(), session.clone());
+        Ok(session)
+    }
+
+    /// Names of the live sessions.
+    pub fn session_names(&self) -> Vec<String> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> = sessions.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Closes one session now (its context, tabs, cookies). Returns whether it existed.
+    pub async fn close_session(&self, name: &str) -> bool {
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        match removed {
+            Some(session) => {
+                let mut state = session.state.lock().await;
+                state.dispose().await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes sessions idle past the configured timeout, every few seconds, until the service
+    /// is dropped.
+    pub fn spawn_reaper(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let service = Arc::downgrade(self);
+        let idle = Duration::from_secs(self.config.session_idle_secs);
+        let every = (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                service.reap_idle(idle).await;
+            }
+        })
+    }
+
+    async fn reap_idle(&self, idle: Duration) {
+        let expired: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let names: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.idle_for() >= idle && s.state.try_lock().is_ok())
+                .map(|(name, _)| name.clone())
+                .collect();
+            names.iter().filter_map(|n| sessions.remove(n)).collect()
+        };
+        for session in expired {
+            tracing::info!(session = %session.name, "closing idle session");
+            session.state.lock().await.dispose().await;
+        }
+    }
+
+    /// Closes every session and the browser.
+    pub async fn shutdown(&self) {
+        let sessions: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for session in sessions {
+            if let Ok(mut state) = session.state.try_lock() {
+                state.tabs.clear();
+            }
+        }
+        self.pool.shutdown().await;
+    }
+}
+
+impl Session {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+    }
+}
+
+impl SessionState {
+    /// Forgets everything tied to the previous browser generation.
+    fn reset(&mut self) {
+        self.tabs.clear();
+        self.active = None;
+        self.context = None;
+        self.browser = None;
+        self.foreign_targets.clear();
+    }
+
+    /// Closes the browser context (and with it every tab) if the browser is still alive.
+    async fn dispose(&mut self) {
+        let tabs = std::mem::take(&mut self.tabs);
+        drop(tabs);
+        if let (Some(browser), Some(context)) = (self.browser.clone(), self.context.clone())
+            && browser.is_alive()
+        {
+            let _ = browser
+                .cdp(
+                    "closing a browser context",
+                    browser.browser.dispose_browser_context(context),
+                )
+                .await;
+        }
+        self.reset();
+    }
+}
+
+/// Exclusive access to one session for the duration of a tool call.
+pub struct SessionGuard {
+    session: Arc<Session>,
+    state: OwnedMutexGuard<SessionState>,
+    browser: Arc<BrowserHandle>,
+    max_tabs: usize,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.session.touch();
+    }
+}
+
+impl SessionGuard {
+    pub fn name(&self) -> &str {
+        &self.session.name
+    }
+
+    /// The active tab, opening a blank one if the session has none.
+    pub async fn active_tab(&mut self) -> ToolResult<&mut Tab> {
+        let active = self.state.active.clone();
+        let index = match active.and_then(|id| self.index_of(&id)) {
+            Some(index) => index,
+            None if !self.state.tabs.is_empty() => {
+                self.state.active = Some(self.state.tabs[0].id.clone());
+                0
+            }
+            None => {
+                self.open_tab("about:blank").await?;
+                self.state.tabs.len() - 1
+            }
+        };
+        Ok(&mut self.state.tabs[index])
+    }
+
+    /// Opens a new tab (on `url`, or blank) and makes it active.
+    pub async fn open_tab(&mut self, url: &str) -> ToolResult<&mut Tab> {
+        if self.state.tabs.len() >= self.max_tabs {
+            return Err(ToolError::new(
+                ErrorCode::Limit,
+                format!(
+                    "the session already has {} tabs, the configured maximum",
+                    self.max_tabs
+                ),
+            )
+            .with_hint("close tabs you no longer need with browser_tabs action=close"));
+        }
+        let mut params = CreateTargetParams::new(url);
+        params.browser_context_id = self.state.context.clone();
+        let page = self
+            .browser
+            .cdp("opening a tab", self.browser.browser.new_page(params))
+            .await?;
+        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone()).await?;
+        self.state.active = Some(tab.id.clone());
+        self.state.tabs.push(tab);
+        Ok(self.state.tabs.last_mut().expect("a tab was just pushed"))
+    }
+
+    fn next_tab_id(&mut self) -> String {
+        self.state.next_tab_number += 1;
+        format!("t{}", self.state.next_tab_number)
+    }
+
+    fn index_of(&self, id: &str) -> Option<usize> {
+        self.state.tabs.iter().position(|t| t.id == id)
+    }
+
+    /// The tab with this id.
+    pub fn tab(&mut self, id: &str) -> ToolResult<&mut Tab> {
+        match self.index_of(id) {
+            Some(index) => Ok(&mut self.state.tabs[index]),
+            None => Err(no_such_tab(id)),
+        }
+    }
+
+    pub fn active_id(&self) -> Option<&str> {
+        self.state.active.as_deref()
+    }
+
+    pub fn switch_to(&mut self, id: &str) -> ToolResult<()> {
+        self.index_of(id).ok_or_else(|| no_such_tab(id))?;
+        self.state.active = Some(id.to_string());
+        Ok(())
+    }
+
+    /// Closes a tab; the most recently opened remaining tab becomes active.
+    pub async fn close_tab(&mut self, id: &str) -> ToolResult<()> {
+        let index = self.index_of(id).ok_or_else(|| no_such_tab(id))?;
+        let tab = self.state.tabs.remove(index);
+        let page = tab.page.clone();
+        drop(tab);
+        // A page stuck in a script must not block closing it: give the close a short limit.
+        let _ = self
+            .browser
+            .within(Duration::from_secs(3), "closing a tab", page.close())
+            .await;
+        if self.state.active.as_deref() == Some(id) {
+            self.state.active = self.state.tabs.last().map(|t| t.id.clone());
+        }
+        Ok(())
+    }
+
+    /// Adopts pages opened by the session's own pages (popups, `target=_blank`) as tabs and
+    /// forgets tabs whose page has closed. Returns the ids of adopted tabs.
+    pub async fn sync_tabs(&mut self) -> ToolResult<Vec<String>> {
+        let pages = self
+            .browser
+            .cdp("listing pages", self.browser.browser.pages())
+            .await?;
+        let live: HashSet<TargetId> = pages.iter().map(|p| p.target_id().clone()).collect();
+        self.state.tabs.retain(|t| live.contains(t.target_id()));
+        if self
+            .state
+            .active
+            .as_ref()
+            .is_some_and(|id| !self.state.tabs.iter().any(|t| &t.id == id))
+        {
+            self.state.active = self.state.tabs.last().map(|t| t.id.clone());
+        }
+        let mut adopted = Vec::new();
+        for page in pages {
+            let target = page.target_id().clone();
+            let known = self.state.tabs.iter().any(|t| t.target_id() == &target)
+                || self.state.foreign_targets.contains(&target);
+            if known {
+                continue;
+            }
+            let info = self
+                .browser
+                .cdp(
+                    "reading a target",
+                    self.browser.browser.execute(GetTargetInfoParams {
+                        target_id: Some(target.clone()),
+                    }),
+                )
+                .await;
+            let ours = info.is_ok_and(|info| {
+                info.result.target_info.browser_context_id == self.state.context
+                    && info.result.target_info.r#type == "page"
+            });
+            if !ours {
+                self.state.foreign_targets.insert(target);
+                continue;
+            }
+            let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone()).await?;
+            adopted.push(tab.id.clone());
+            self.state.tabs.push(tab);
+        }
+        Ok(adopted)
+    }
+
+    /// All tabs with their URL and title.
+    pub async fn list_tabs(&mut self) -> ToolResult<Vec<TabInfo>> {
+        self.sync_tabs().await?;
+        let active = self.state.active.clone();
+        let mut infos = Vec::with_capacity(self.state.tabs.len());
+        for tab in &self.state.tabs {
+            infos.push(TabInfo {
+                tab: tab.id.clone(),
+                url: tab.url().await,
+                title: tab.title().await,
+                active: active.as_deref() == Some(tab.id.as_str()),
+            });
+        }
+        Ok(infos)
+    }
+}
+
+fn no_such_tab(id: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::NoSuchTab,
+        format!("no tab {id:?} in this session"),
+    )
+}

@@ -1,0 +1,213 @@
+//! When is a page *ready*? Load fired, no request in flight, no short timer, fetch or animation
+//! frame pending, and the DOM quiet for a moment — or the caller's `wait_for` satisfied.
+//!
+//! The page agent (agent.js) counts timers, fetch/XHR and animation frames and stamps the last
+//! DOM mutation; CDP network events count every other request. This module polls both.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::tab::{Tab, lock};
+use crate::error::ToolResult;
+
+/// How long the DOM must stay unchanged once nothing else is pending. Short because timers and
+/// requests are tracked directly; it only covers work we cannot see (promise chains, workers).
+pub const DOM_QUIET_MS: u64 = 50;
+/// Interval between readiness probes.
+pub const SETTLE_POLL_MS: u64 = 15;
+/// After load, a page still busy this long (animation loops, polling) is declared ready anyway.
+pub const SETTLE_CAP_MS: u64 = 3_000;
+/// After load, a request pending this long is treated as long-lived (long-poll, stream) and no
+/// longer blocks readiness.
+pub const LONG_REQUEST_MS: u64 = 2_000;
+/// Upper bound for a single probe; a page stuck in a script must not stall the poll.
+const PROBE_TIMEOUT_MS: u64 = 1_000;
+
+/// How readiness was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadyBy {
+    /// Load fired and network, timers and DOM went quiet.
+    Quiet,
+    /// The caller's `wait_for` text or selector appeared.
+    WaitFor,
+    /// Loaded, but still busy after `SETTLE_CAP_MS`; declared ready anyway.
+    SettleCap,
+    /// The time limit passed first; `missing` says what was not there.
+    Timeout,
+}
+
+/// The readiness verdict reported to agents.
+#[derive(Debug, Clone, Serialize)]
+pub struct Readiness {
+    pub by: ReadyBy,
+    pub after_ms: u64,
+    /// What was still missing or busy when the verdict was made (empty when fully quiet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// What to wait for.
+pub struct SettleGoal<'a> {
+    pub wait_for: Option<&'a str>,
+    pub started: Instant,
+    pub timeout: Duration,
+    /// Main-frame commits seen before a navigation; readiness needs a newer one.
+    pub commits_before: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe {
+    ready_state: String,
+    #[serde(default)]
+    timers: u32,
+    #[serde(default)]
+    frames: u32,
+    #[serde(default)]
+    requests: u32,
+    #[serde(default)]
+    quiet_ms: u64,
+    found: Option<bool>,
+}
+
+impl Tab {
+    /// Polls until the page is ready per `goal`, or the time is up (then reports what was missing).
+    /// `abort` is checked each round: a navigation that failed ends the wait with its error.
+    pub(crate) async fn settle(
+        &self,
+        goal: &SettleGoal<'_>,
+        mut abort: impl FnMut() -> ToolResult<()>,
+    ) -> ToolResult<Readiness> {
+        let deadline = goal.started + goal.timeout;
+        let probe_call = probe_expression(goal.wait_for);
+        let mut loaded_at: Option<Instant> = None;
+        loop {
+            abort()?;
+            let committed = goal
+                .commits_before
+                .is_none_or(|before| self.main_commits() > before);
+            let probe = if committed {
+                let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+                self.evaluate_within(&probe_call, None, Some(limit))
+                    .await
+                    .ok()
+                    .and_then(|v| serde_json::from_value::<Probe>(v).ok())
+            } else {
+                None
+            };
+            let now = Instant::now();
+            let elapsed = now.duration_since(goal.started).as_millis() as u64;
+            let verdict = |by, missing| Readiness {
+                by,
+                after_ms: elapsed,
+                missing,
+            };
+            if let Some(probe) = &probe {
+                if probe.found == Some(true) {
+                    return Ok(verdict(ReadyBy::WaitFor, Vec::new()));
+                }
+                if probe.ready_state == "complete" {
+                    loaded_at.get_or_insert(now);
+                }
+            }
+            let missing = self.missing(committed, probe.as_ref(), goal.wait_for, loaded_at, now);
+            if missing.is_empty() {
+                return Ok(verdict(ReadyBy::Quiet, missing));
+            }
+            let capped = goal.wait_for.is_none()
+                && loaded_at
+                    .is_some_and(|t| now.duration_since(t).as_millis() as u64 >= SETTLE_CAP_MS);
+            if capped {
+                return Ok(verdict(ReadyBy::SettleCap, missing));
+            }
+            if now >= deadline {
+                return Ok(verdict(ReadyBy::Timeout, missing));
+            }
+            let pause = Duration::from_millis(SETTLE_POLL_MS).min(deadline - now);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Everything that keeps the page from being ready, in words an agent can act on.
+    fn missing(
+        &self,
+        committed: bool,
+        probe: Option<&Probe>,
+        wait_for: Option<&str>,
+        loaded_at: Option<Instant>,
+        now: Instant,
+    ) -> Vec<String> {
+        let mut missing = Vec::new();
+        if !committed {
+            missing.push("the server has not answered yet (navigation not committed)".into());
+            return missing;
+        }
+        let Some(probe) = probe else {
+            missing.push("the page is not responding to scripts yet".into());
+            return missing;
+        };
+        if let Some(text) = wait_for {
+            missing.push(format!("wait_for {text:?} has not appeared"));
+        }
+        if probe.ready_state != "complete" {
+            missing.push(format!("load event (document is {})", probe.ready_state));
+        }
+        let pending = self.pending_requests(loaded_at, now);
+        if !pending.is_empty() {
+            let shown: Vec<&str> = pending.iter().take(3).map(String::as_str).collect();
+            missing.push(format!(
+                "{} request(s) pending: {}",
+                pending.len(),
+                shown.join(", ")
+            ));
+        }
+        if probe.requests > 0 {
+            missing.push(format!("{} fetch/XHR call(s) unsettled", probe.requests));
+        }
+        if probe.timers > 0 {
+            missing.push(format!("{} short timer(s) pending", probe.timers));
+        }
+        if probe.frames > 0 {
+            missing.push(format!("{} animation frame(s) pending", probe.frames));
+        }
+        if probe.quiet_ms < DOM_QUIET_MS {
+            missing.push(format!("DOM changed {} ms ago", probe.quiet_ms));
+        }
+        missing
+    }
+
+    /// URLs of requests in flight, leaving out long-lived ones once the page has loaded.
+    fn pending_requests(&self, loaded_at: Option<Instant>, now: Instant) -> Vec<String> {
+        let events = lock(&self.events);
+        let mut pending: Vec<(Instant, String)> = events
+            .inflight
+            .values()
+            .filter(|(_, started)| {
+                loaded_at.is_none()
+                    || (now.duration_since(*started).as_millis() as u64) < LONG_REQUEST_MS
+            })
+            .map(|(url, started)| (*started, shorten(url)))
+            .collect();
+        pending.sort();
+        pending.into_iter().map(|(_, url)| url).collect()
+    }
+}
+
+fn shorten(url: &str) -> String {
+    if url.chars().count() <= 100 {
+        url.to_string()
+    } else {
+        format!("{}…", url.chars().take(99).collect::<String>())
+    }
+}
+
+/// The probe: the agent's counters, or the bare document state where the agent is missing.
+fn probe_expression(wait_for: Option<&str>) -> String {
+    let target = serde_json::to_string(&wait_for).unwrap_or_else(|_| "null".into());
+    format!(
+        "window.__wp ? __wp.state({target}) : {{ readyState: document.readyState, quietMs: 1e9, \
+         found: {target} === null ? null : !!(document.body && document.body.innerText.includes({target})) }}"
+    )
+}

@@ -1,0 +1,269 @@
+//! One tab of a session: its chromiumoxide `Page`, the events watched on it (requests in
+//! flight, the main document's status, JS dialogs) and script evaluation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::network::{
+    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
+    RequestId, ResourceType,
+};
+use chromiumoxide::cdp::browser_protocol::page::{
+    AddScriptToEvaluateOnNewDocumentParams, DialogType, EventFrameNavigated,
+    EventJavascriptDialogOpening, EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExecutionContextId};
+use futures::StreamExt;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+use super::pool::BrowserHandle;
+use super::snapshot::RefBook;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// The in-page agent (busy-ness counters and element refs), installed in every new document.
+pub(crate) const AGENT_JS: &str = include_str!("agent.js");
+
+/// A JS dialog that was answered automatically.
+#[derive(Debug, Clone, Serialize)]
+pub struct DialogRecord {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    /// What the dialog was answered with.
+    pub answer: String,
+}
+
+/// What the event watcher has seen on this tab; read by readiness checks and results.
+#[derive(Debug, Default)]
+pub(crate) struct TabEvents {
+    /// Requests started and not yet finished or failed, with their URL and start time.
+    pub inflight: HashMap<RequestId, (String, Instant)>,
+    /// Number of main-frame commits: a new document, or a same-document history change.
+    pub main_commits: u64,
+    /// HTTP status of the latest main-frame document response.
+    pub document_status: Option<i64>,
+    /// Dialogs answered since the last `take_dialogs`.
+    pub dialogs: Vec<DialogRecord>,
+}
+
+/// One tab. Dropping it stops its watcher; the page itself is closed by the session.
+pub struct Tab {
+    /// Stable id within the session (`t1`, `t2`, …), never reused.
+    pub id: String,
+    pub(crate) page: Page,
+    pub(crate) browser: Arc<BrowserHandle>,
+    pub(crate) events: Arc<Mutex<TabEvents>>,
+    /// Ref numbering of this tab's element snapshots.
+    pub(crate) refs: RefBook,
+    watcher: JoinHandle<()>,
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+impl Tab {
+    /// Wraps a page: installs the agent script and starts watching its events.
+    pub(crate) async fn attach(
+        id: String,
+        page: Page,
+        browser: Arc<BrowserHandle>,
+    ) -> ToolResult<Self> {
+        let events = Arc::new(Mutex::new(TabEvents::default()));
+        let watcher = spawn_watcher(&page, &browser, events.clone()).await?;
+        let install = AddScriptToEvaluateOnNewDocumentParams::new(AGENT_JS);
+        browser
+            .cdp("installing the page agent", page.execute(install))
+            .await?;
+        let tab = Self {
+            id,
+            page,
+            browser,
+            events,
+            refs: RefBook::default(),
+            watcher,
+        };
+        // Pages that already have a document (popups) get the agent now as well.
+        let _ = tab.evaluate_raw(AGENT_JS, None).await;
+        Ok(tab)
+    }
+
+    pub(crate) fn target_id(&self) -> &chromiumoxide::cdp::browser_protocol::target::TargetId {
+        self.page.target_id()
+    }
+
+    pub(crate) async fn evaluate_raw(
+        &self,
+        expression: &str,
+        context: Option<ExecutionContextId>,
+    ) -> ToolResult<serde_json::Value> {
+        self.evaluate_within(expression, context, None).await
+    }
+
+    /// Evaluation with its own time limit (readiness probes use a short one).
+    pub(crate) async fn evaluate_within(
+        &self,
+        expression: &str,
+        context: Option<ExecutionContextId>,
+        limit: Option<Duration>,
+    ) -> ToolResult<serde_json::Value> {
+        let mut params = EvaluateParams::new(expression);
+        params.return_by_value = Some(true);
+        params.await_promise = Some(true);
+        params.context_id = context;
+        let call = self.page.execute(params);
+        let response = match limit {
+            Some(limit) => {
+                self.browser
+                    .within(limit, "evaluating in the page", call)
+                    .await?
+            }
+            None => self.browser.cdp("evaluating in the page", call).await?,
+        };
+        let result = response.result;
+        if let Some(details) = result.exception_details {
+            let message = details
+                .exception
+                .as_ref()
+                .and_then(|e| e.description.clone())
+                .unwrap_or(details.text);
+            return Err(ToolError::new(
+                ErrorCode::InvalidArgument,
+                format!("script error: {message}"),
+            )
+            .with_hint("fix the script; it ran in the page's main world"));
+        }
+        Ok(result.result.value.unwrap_or(serde_json::Value::Null))
+    }
+
+    pub async fn url(&self) -> String {
+        self.browser
+            .cdp("reading the URL", self.page.url())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    pub async fn title(&self) -> String {
+        self.browser
+            .cdp("reading the title", self.page.get_title())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn take_dialogs(&self) -> Vec<DialogRecord> {
+        std::mem::take(&mut lock(&self.events).dialogs)
+    }
+
+    pub(crate) fn main_commits(&self) -> u64 {
+        lock(&self.events).main_commits
+    }
+}
+
+pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEvents> {
+    events
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Subscribes to the page's events and keeps `TabEvents` current until the tab is dropped.
+async fn spawn_watcher(
+    page: &Page,
+    browser: &BrowserHandle,
+    events: Arc<Mutex<TabEvents>>,
+) -> ToolResult<JoinHandle<()>> {
+    let subscribe = "subscribing to page events";
+    let mut started = browser
+        .cdp(subscribe, page.event_listener::<EventRequestWillBeSent>())
+        .await?;
+    let mut finished = browser
+        .cdp(subscribe, page.event_listener::<EventLoadingFinished>())
+        .await?;
+    let mut failed = browser
+        .cdp(subscribe, page.event_listener::<EventLoadingFailed>())
+        .await?;
+    let mut responses = browser
+        .cdp(subscribe, page.event_listener::<EventResponseReceived>())
+        .await?;
+    let mut commits = browser
+        .cdp(subscribe, page.event_listener::<EventFrameNavigated>())
+        .await?;
+    let mut in_document = browser
+        .cdp(
+            subscribe,
+            page.event_listener::<EventNavigatedWithinDocument>(),
+        )
+        .await?;
+    // Chromium names a page's main frame after its target.
+    let main_frame = page.target_id().inner().clone();
+    let mut dialogs = browser
+        .cdp(
+            subscribe,
+            page.event_listener::<EventJavascriptDialogOpening>(),
+        )
+        .await?;
+    let page = page.clone();
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(event) = started.next() => {
+                    if !event.request.url.starts_with("data:") {
+                        lock(&events).inflight.insert(event.request_id.clone(), (event.request.url.clone(), Instant::now()));
+                    }
+                }
+                Some(event) = finished.next() => { lock(&events).inflight.remove(&event.request_id); }
+                Some(event) = failed.next() => { lock(&events).inflight.remove(&event.request_id); }
+                Some(event) = responses.next() => {
+                    if event.r#type == ResourceType::Document && event.request_id.inner() == event.loader_id.inner() {
+                        lock(&events).document_status = Some(event.response.status);
+                    }
+                }
+                Some(event) = commits.next() => {
+                    if event.frame.parent_id.is_none() {
+                        let mut state = lock(&events);
+                        state.main_commits += 1;
+                        state.inflight.retain(|_, (url, _)| *url == event.frame.url);
+                    }
+                }
+                Some(event) = in_document.next() => {
+                    if *event.frame_id.inner() == main_frame {
+                        lock(&events).main_commits += 1;
+                    }
+                }
+                Some(event) = dialogs.next() => {
+                    let record = answer_dialog(&page, &event).await;
+                    lock(&events).dialogs.push(record);
+                }
+                else => break,
+            }
+        }
+    }))
+}
+
+/// Answers a JS dialog so the page never blocks: alerts and confirms are accepted, prompts
+/// get their default text, and `beforeunload` lets the navigation proceed.
+async fn answer_dialog(page: &Page, event: &EventJavascriptDialogOpening) -> DialogRecord {
+    let mut params = HandleJavaScriptDialogParams::new(true);
+    let answer = match event.r#type {
+        DialogType::Prompt => {
+            let text = event.default_prompt.clone().unwrap_or_default();
+            params.prompt_text = Some(text.clone());
+            format!("accepted with {text:?}")
+        }
+        _ => "accepted".to_string(),
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), page.execute(params)).await;
+    DialogRecord {
+        kind: event.r#type.as_ref().to_string(),
+        message: event.message.clone(),
+        answer,
+    }
+}

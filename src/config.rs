@@ -1,0 +1,233 @@
+//! One `Config` for the whole process: defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
+//!
+//! Flags and environment variables are both parsed by clap (`ConfigArgs`), which already gives
+//! flags precedence over the environment; the TOML file sits below both.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Port of the REST/MCP service unless configured otherwise.
+pub const DEFAULT_PORT: u16 = 8931;
+
+/// Everything the service needs to know at start-up.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server binds to. Anything but loopback requires `token`.
+    pub bind: IpAddr,
+    pub port: u16,
+    /// Bearer token required on every request when set (mandatory off loopback).
+    pub token: Option<String>,
+    /// Where profiles, screenshots and the crawl database live.
+    pub data_dir: PathBuf,
+    /// Chromium executable to launch when no remote browser is configured.
+    pub chromium: PathBuf,
+    /// Connect to a running browser over its DevTools WebSocket instead of launching one.
+    pub browser_ws: Option<String>,
+    /// Connect to a running browser through its DevTools HTTP endpoint (`http://host:9222`).
+    pub browser_url: Option<String>,
+    /// Launch Chromium when the service starts instead of on the first browser call.
+    pub eager_browser: bool,
+    /// How many browser sessions may be live at once.
+    pub max_sessions: usize,
+    /// How many tabs one session may hold.
+    pub max_tabs_per_session: usize,
+    /// Sessions idle for longer than this are closed.
+    pub session_idle_secs: u64,
+    pub viewport_width: u32,
+    pub viewport_height: u32,
+    /// Upper bound for a single CDP command; a hung page cannot hold a session longer.
+    pub cdp_timeout_ms: u64,
+    /// Default `timeout_ms` of browser_navigate.
+    pub navigation_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: DEFAULT_PORT,
+            token: None,
+            data_dir: default_data_dir(),
+            chromium: PathBuf::from("/usr/bin/chromium"),
+            browser_ws: None,
+            browser_url: None,
+            eager_browser: false,
+            max_sessions: 16,
+            max_tabs_per_session: 20,
+            session_idle_secs: 900,
+            viewport_width: 1280,
+            viewport_height: 720,
+            cdp_timeout_ms: 10_000,
+            navigation_timeout_ms: 15_000,
+        }
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("webpilot")
+}
+
+/// Command-line flags; each can also be given as a `WEBPILOT_*` environment variable.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ConfigArgs {
+    /// Configuration file (TOML). Default: ./webpilot.toml if it exists.
+    #[arg(long, env = "WEBPILOT_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Address to bind (default 127.0.0.1; anything else requires --token).
+    #[arg(long, env = "WEBPILOT_BIND", global = true)]
+    pub bind: Option<IpAddr>,
+    /// Port to listen on (default 8931; 0 picks a free one).
+    #[arg(long, env = "WEBPILOT_PORT", global = true)]
+    pub port: Option<u16>,
+    /// Bearer token required on every request.
+    #[arg(long, env = "WEBPILOT_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Data directory (profiles, screenshots, crawl database).
+    #[arg(long, env = "WEBPILOT_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Chromium executable to launch.
+    #[arg(long, env = "WEBPILOT_CHROMIUM", global = true)]
+    pub chromium: Option<PathBuf>,
+    /// DevTools WebSocket URL of a running browser to use instead of launching one.
+    #[arg(long, env = "WEBPILOT_BROWSER_WS", global = true)]
+    pub browser_ws: Option<String>,
+    /// DevTools HTTP URL (e.g. http://host:9222) of a running browser to use.
+    #[arg(long, env = "WEBPILOT_BROWSER_URL", global = true)]
+    pub browser_url: Option<String>,
+    /// Launch the browser at start instead of on first use.
+    #[arg(long, env = "WEBPILOT_EAGER_BROWSER", global = true)]
+    pub eager_browser: Option<bool>,
+    /// Maximum number of live browser sessions.
+    #[arg(long, env = "WEBPILOT_MAX_SESSIONS", global = true)]
+    pub max_sessions: Option<usize>,
+    /// Close sessions idle for this many seconds.
+    #[arg(long, env = "WEBPILOT_SESSION_IDLE_SECS", global = true)]
+    pub session_idle_secs: Option<u64>,
+    /// Default viewport as WIDTHxHEIGHT (default 1280x720).
+    #[arg(long, env = "WEBPILOT_VIEWPORT", global = true, value_parser = parse_viewport)]
+    pub viewport: Option<(u32, u32)>,
+}
+
+fn parse_viewport(text: &str) -> Result<(u32, u32), String> {
+    let (w, h) = text
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("viewport must be WIDTHxHEIGHT, got {text:?}"))?;
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|v| (100..=10_000).contains(v))
+    };
+    match (parse(w), parse(h)) {
+        (Some(w), Some(h)) => Ok((w, h)),
+        _ => Err(format!(
+            "viewport sides must be numbers from 100 to 10000, got {text:?}"
+        )),
+    }
+}
+
+impl Config {
+    /// Builds the configuration from the file (if any), the environment and the flags.
+    pub fn load(args: &ConfigArgs) -> anyhow::Result<Self> {
+        let mut config = match &args.config {
+            Some(path) => Self::from_file(path)?,
+            None if Path::new("webpilot.toml").exists() => {
+                Self::from_file(Path::new("webpilot.toml"))?
+            }
+            None => Self::default(),
+        };
+        config.apply(args);
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    fn apply(&mut self, args: &ConfigArgs) {
+        fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+            if let Some(v) = value {
+                *slot = v.clone();
+            }
+        }
+        set(&mut self.bind, &args.bind);
+        set(&mut self.port, &args.port);
+        set(&mut self.data_dir, &args.data_dir);
+        set(&mut self.chromium, &args.chromium);
+        set(&mut self.eager_browser, &args.eager_browser);
+        set(&mut self.max_sessions, &args.max_sessions);
+        set(&mut self.session_idle_secs, &args.session_idle_secs);
+        if args.token.is_some() {
+            self.token = args.token.clone();
+        }
+        if args.browser_ws.is_some() {
+            self.browser_ws = args.browser_ws.clone();
+        }
+        if args.browser_url.is_some() {
+            self.browser_url = args.browser_url.clone();
+        }
+        if let Some((w, h)) = args.viewport {
+            self.viewport_width = w;
+            self.viewport_height = h;
+        }
+    }
+
+    /// Refuses configurations that would be unsafe or cannot work.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if !self.bind.is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
+            anyhow::bail!(
+                "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN)",
+                self.bind
+            );
+        }
+        if self.max_sessions == 0 {
+            anyhow::bail!("max_sessions must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_loopback_bind_requires_a_token() {
+        let args = ConfigArgs {
+            bind: Some("0.0.0.0".parse().unwrap()),
+            ..Default::default()
+        };
+        let mut config = Config::default();
+        config.apply(&args);
+        assert!(config.validate().is_err());
+        config.token = Some("secret".into());
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file: Config = toml::from_str("port = 9000\nmax_sessions = 3").unwrap();
+        let mut config = file;
+        config.apply(&ConfigArgs {
+            port: Some(9100),
+            ..Default::default()
+        });
+        assert_eq!(config.port, 9100);
+        assert_eq!(config.max_sessions, 3);
+    }
+
+    #[test]
+    fn viewport_flag_is_parsed_and_checked() {
+        assert_eq!(parse_viewport("1024x768"), Ok((1024, 768)));
+        assert!(parse_viewport("10x10").is_err());
+        assert!(parse_viewport("wide").is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! The one error type every tool returns: `{ "error": { "code", "message", "hint" } }`.
+//!
+//! Codes are part of the tool contract (TOOLS.md); the hint tells an agent how to recover.
+
+use serde::Serialize;
+
+/// Machine-readable error codes of the tool contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    InvalidArgument,
+    StaleRef,
+    NoSuchRef,
+    NoSuchTab,
+    NoSuchProfile,
+    NoSuchTool,
+    Timeout,
+    NavigationFailed,
+    BlockedUrl,
+    BrowserUnavailable,
+    Upstream,
+    Limit,
+    NotConfigured,
+    Unauthorized,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The HTTP status a REST front answers with for this code.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidArgument | ErrorCode::BlockedUrl => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::NoSuchRef
+            | ErrorCode::NoSuchTab
+            | ErrorCode::NoSuchProfile
+            | ErrorCode::NoSuchTool => 404,
+            ErrorCode::StaleRef => 409,
+            ErrorCode::Limit => 429,
+            ErrorCode::Internal => 500,
+            ErrorCode::NotConfigured => 501,
+            ErrorCode::NavigationFailed | ErrorCode::Upstream => 502,
+            ErrorCode::BrowserUnavailable => 503,
+            ErrorCode::Timeout => 504,
+        }
+    }
+
+    /// The hint used when the raiser has nothing more specific to say.
+    fn default_hint(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgument => "fix the named argument and call again",
+            ErrorCode::StaleRef => {
+                "the page changed since that ref was issued: take a new snapshot with browser_read mode=elements"
+            }
+            ErrorCode::NoSuchRef => {
+                "use a ref from the latest browser_read mode=elements of this tab"
+            }
+            ErrorCode::NoSuchTab => "list the session's tabs with browser_tabs action=list",
+            ErrorCode::NoSuchProfile => "list saved profiles or export one first",
+            ErrorCode::NoSuchTool => "GET /api/tools lists the available tools",
+            ErrorCode::Timeout => "retry with a larger timeout_ms, or read the page as it is",
+            ErrorCode::NavigationFailed => "check the URL; the site may be down or unreachable",
+            ErrorCode::BlockedUrl => "only http(s) URLs (and about:blank) can be opened",
+            ErrorCode::BrowserUnavailable => {
+                "the browser restarted; call again (the session's tabs were reset)"
+            }
+            ErrorCode::Upstream => "try again later or another backend",
+            ErrorCode::Limit => "close idle sessions or tabs, or wait, then call again",
+            ErrorCode::NotConfigured => "set the named configuration value and restart",
+            ErrorCode::Unauthorized => {
+                "send the configured bearer token: Authorization: Bearer <token>"
+            }
+            ErrorCode::Internal => "this is a bug in webpilot; retrying may help",
+        }
+    }
+}
+
+/// A tool failure as an agent sees it.
+#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub hint: String,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            hint: code.default_hint().to_string(),
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = hint.into();
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    /// The error as the JSON body every front returns.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self })
+    }
+}
+
+pub type ToolResult<T> = Result<T, ToolError>;

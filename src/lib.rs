@@ -1,0 +1,25 @@
+//! webpilot gives AI agents eyes and hands on the web: one headless Chromium behind a few
+//! merged tools, served to agent loops over HTTP (OpenAI function-calling format).
+//!
+//! # Layout
+//! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
+//! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
+//! - [`tools`]: the registry and one file per tool (typed args → JSON schema, a short handler).
+//! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
+//!   refs, content. Nothing outside this module names chromiumoxide.
+//! - [`web`]: the browserless side — HTML → Markdown, section ranking.
+//! - [`server`]: axum fronts — REST (`/api/tools`), auth, graceful shutdown.
+//! - [`app`]: wires config, browser and registry together for the server and the CLI.
+//!
+//! Dependencies point one way: `server` → `tools` → `browser` | `web`; all may use `config`
+//! and `error`.
+
+pub mod app;
+pub mod browser;
+pub mod config;
+pub mod error;
+pub mod server;
+pub mod tools;
+pub mod web;
+
+pub use app::App;

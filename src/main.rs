@@ -1,0 +1,150 @@
+//! The `webpilot` command: `serve` (HTTP), `tools` (print definitions), `call TOOL JSON`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use webpilot::App;
+use webpilot::config::{Config, ConfigArgs};
+
+#[derive(Parser)]
+#[command(
+    name = "webpilot",
+    version,
+    about = "Eyes and hands on the web for AI agents"
+)]
+struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the tools over HTTP (the default).
+    Serve,
+    /// Print the tool definitions (OpenAI function-calling format).
+    Tools,
+    /// Run one tool in-process and print its JSON result.
+    Call {
+        /// Tool name, e.g. browser_navigate.
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Write images the tool returns (screenshots) to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WEBPILOT_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,chromiumoxide=off,tungstenite=off")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match Config::load(&cli.config) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("webpilot: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("webpilot: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli.command.unwrap_or(Command::Serve), config));
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("webpilot: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve => serve(config).await,
+        Command::Tools => {
+            let app = App::new(config);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&app.registry.definitions())?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<ExitCode> {
+    let address = std::net::SocketAddr::new(config.bind, config.port);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
+    let eager = config.eager_browser;
+    let app = App::new(config);
+    if eager {
+        app.browser
+            .pool
+            .current()
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    }
+    tracing::info!("webpilot listening on http://{}", listener.local_addr()?);
+    webpilot::server::serve(app, listener, webpilot::server::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(
+    config: Config,
+    tool: &str,
+    args: &str,
+    output: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let args: serde_json::Value = match serde_json::from_str(args) {
+        Ok(args) => args,
+        Err(e) => {
+            let error =
+                webpilot::error::ToolError::invalid(format!("arguments are not valid JSON: {e}"));
+            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let app = App::new(config);
+    let result = tokio::select! {
+        result = app.registry.call(tool, args) => Some(result),
+        _ = webpilot::server::shutdown_signal() => None,
+    };
+    app.shutdown().await;
+    let Some(result) = result else {
+        return Ok(ExitCode::from(130));
+    };
+    match result {
+        Ok(out) => {
+            if let (Some(path), Some(image)) = (&output, out.images.first()) {
+                std::fs::write(path, &image.data)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&out.json)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            Ok(ExitCode::from(1))
+        }
+    }
+}

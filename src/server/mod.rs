@@ -1,0 +1,69 @@
+//! The HTTP fronts (axum): REST tool calls, health, bearer auth, graceful shutdown.
+
+mod auth;
+mod rest;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+
+use crate::app::App;
+
+/// How long in-flight requests may run after a shutdown signal before the browser is closed.
+const SHUTDOWN_GRACE_SECS: u64 = 10;
+
+/// The complete router of the service.
+pub fn router(app: App) -> Router {
+    let token = app.config.token.clone();
+    rest::routes(app).layer(axum::middleware::from_fn_with_state(
+        token.map(std::sync::Arc::new),
+        auth::require_token,
+    ))
+}
+
+/// Serves until `shutdown` resolves, then closes the browser cleanly.
+pub async fn serve(
+    app: App,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let router = router(app.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stop_tx.send(());
+    });
+    let server = tokio::spawn(server.into_future());
+    let _ = stop_rx.await;
+    if tokio::time::timeout(Duration::from_secs(SHUTDOWN_GRACE_SECS), server)
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still running after the grace period; closing anyway");
+    }
+    app.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    tracing::info!("shutting down");
+}

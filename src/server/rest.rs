@@ -1,0 +1,104 @@
+//! REST: `GET /api/tools` (OpenAI function definitions), `POST /api/tools/{name}` (run a tool
+//! with the JSON body as arguments), `GET /healthz`. Every error has the tool error shape.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::error::{ErrorCode, ToolError};
+
+/// Header naming the browser session when the arguments do not.
+pub const SESSION_HEADER: &str = "x-webpilot-session";
+
+pub(super) fn routes(app: App) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/api/tools", get(list_tools))
+        .route("/api/tools/{name}", post(call_tool))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
+}
+
+async fn health(State(app): State<App>) -> Json<Value> {
+    let browser = app.browser.pool.existing().await;
+    Json(json!({
+        "ok": true,
+        "browser": browser.as_ref().map(|b| json!({ "generation": b.generation, "pid": b.pid() })),
+        "sessions": app.browser.session_names().len(),
+    }))
+}
+
+async fn list_tools(State(app): State<App>) -> Json<Value> {
+    Json(app.registry.definitions())
+}
+
+async fn call_tool(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let args = match parse_body(body) {
+        Ok(args) => with_session_header(args, &headers, app.registry.accepts(&name, "session")),
+        Err(error) => return error_response(&error),
+    };
+    match app.registry.call(&name, args).await {
+        Ok(output) => Json(output.json).into_response(),
+        Err(error) => error_response(&error),
+    }
+}
+
+fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
+    let body = body.map_err(|rejection| {
+        let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ErrorCode::Limit
+        } else {
+            ErrorCode::InvalidArgument
+        };
+        ToolError::new(code, format!("cannot read the request body: {rejection}"))
+    })?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        ToolError::invalid(format!("the body is not valid JSON: {e}"))
+            .with_hint("send the tool's arguments as a JSON object, e.g. {\"target\": \"https://example.com\"}")
+    })
+}
+
+/// Fills `session` from the `X-Webpilot-Session` header when the arguments leave it out.
+fn with_session_header(mut args: Value, headers: &HeaderMap, accepts_session: bool) -> Value {
+    let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    if let (true, Some(session), Value::Object(map)) = (accepts_session, header, &mut args) {
+        map.entry("session").or_insert_with(|| json!(session));
+    }
+    args
+}
+
+/// The tool error shape with the HTTP status its code maps to.
+pub(crate) fn error_response(error: &ToolError) -> Response {
+    let status =
+        StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(error.to_json())).into_response()
+}
+
+async fn not_found() -> Response {
+    error_response(
+        &ToolError::new(ErrorCode::NoSuchTool, "no such endpoint")
+            .with_hint("endpoints: GET /api/tools, POST /api/tools/{name}, GET /healthz"),
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    let error = ToolError::invalid("method not allowed on this endpoint")
+        .with_hint("GET /api/tools lists tools; POST /api/tools/{name} runs one");
+    (StatusCode::METHOD_NOT_ALLOWED, Json(error.to_json())).into_response()
+}

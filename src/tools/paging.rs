@@ -1,0 +1,143 @@
+//! Slicing long output to a token budget (`max_tokens`, approximately chars/4) with a cursor for
+//! the next slice. Nothing is cut silently: a slice that stops early says `truncated` and
+//! carries `next_cursor`.
+
+use serde::Serialize;
+
+use crate::error::{ToolError, ToolResult};
+
+/// Characters per token, the usual rough estimate for English text and markup.
+pub const CHARS_PER_TOKEN: usize = 4;
+
+/// One slice of a longer output.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Slice {
+    pub content: String,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Slices whole lines: at least one line per slice, as many as fit in the budget.
+/// Cursors look like `L42` (the index of the next line).
+pub fn slice_lines(lines: &[String], max_tokens: usize, cursor: Option<&str>) -> ToolResult<Slice> {
+    let start = parse_cursor(cursor, 'L', lines.len())?;
+    let budget = max_tokens.max(1) * CHARS_PER_TOKEN;
+    let mut used = 0;
+    let mut end = start;
+    while end < lines.len() {
+        let cost = lines[end].chars().count() + 1;
+        if end > start && used + cost > budget {
+            break;
+        }
+        used += cost;
+        end += 1;
+    }
+    let truncated = end < lines.len();
+    Ok(Slice {
+        content: lines[start..end].join("\n"),
+        truncated,
+        next_cursor: truncated.then(|| format!("L{end}")),
+    })
+}
+
+/// Slices text by characters, ending at a line break or space near the budget when possible.
+/// Cursors look like `C1200` (the char offset of the next slice).
+pub fn slice_text(text: &str, max_tokens: usize, cursor: Option<&str>) -> ToolResult<Slice> {
+    let total = text.chars().count();
+    let start = parse_cursor(cursor, 'C', total)?;
+    let budget = max_tokens.max(1) * CHARS_PER_TOKEN;
+    let rest: Vec<char> = text.chars().skip(start).collect();
+    if rest.len() <= budget {
+        return Ok(Slice {
+            content: rest.into_iter().collect(),
+            truncated: false,
+            next_cursor: None,
+        });
+    }
+    let window = &rest[..budget];
+    // Prefer ending on a line break in the last fifth of the window, then on a space.
+    let floor = budget * 4 / 5;
+    let cut = last_index_of(window, '\n', floor)
+        .or_else(|| last_index_of(window, ' ', floor))
+        .map_or(budget, |i| i + 1);
+    Ok(Slice {
+        content: rest[..cut].iter().collect(),
+        truncated: true,
+        next_cursor: Some(format!("C{}", start + cut)),
+    })
+}
+
+fn last_index_of(window: &[char], needle: char, floor: usize) -> Option<usize> {
+    window
+        .iter()
+        .rposition(|&c| c == needle)
+        .filter(|&i| i >= floor)
+}
+
+fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<usize> {
+    let Some(cursor) = cursor.filter(|c| !c.is_empty()) else {
+        return Ok(0);
+    };
+    let bad = || {
+        ToolError::invalid(format!(
+            "field `cursor`: {cursor:?} is not a cursor of this output"
+        ))
+        .with_hint(
+            "pass the next_cursor of the previous result unchanged, or omit cursor to start over",
+        )
+    };
+    let offset: usize = cursor
+        .strip_prefix(kind)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(bad)?;
+    if offset > len {
+        return Err(bad().with_hint("the content got shorter since; omit cursor to start over"));
+    }
+    Ok(offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_returned_exactly_once_across_slices() {
+        let lines: Vec<String> = (0..100).map(|i| format!("[{i}] button \"B{i}\"")).collect();
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let slice = slice_lines(&lines, 50, cursor.as_deref()).unwrap();
+            seen.extend(slice.content.lines().map(str::to_string));
+            if !slice.truncated {
+                break;
+            }
+            cursor = slice.next_cursor;
+        }
+        assert_eq!(seen, lines);
+    }
+
+    #[test]
+    fn text_slices_rejoin_to_the_original() {
+        let text = "héllo wörld ".repeat(500);
+        let mut joined = String::new();
+        let mut cursor = None;
+        loop {
+            let slice = slice_text(&text, 100, cursor.as_deref()).unwrap();
+            assert!(slice.content.chars().count() <= 400);
+            joined.push_str(&slice.content);
+            match slice.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(joined, text);
+    }
+
+    #[test]
+    fn foreign_cursors_are_rejected() {
+        assert!(slice_text("abc", 10, Some("L1")).is_err());
+        assert!(slice_text("abc", 10, Some("C99")).is_err());
+        assert!(slice_lines(&[], 10, Some("Lx")).is_err());
+    }
+}
