@@ -16,6 +16,9 @@ use super::settle::{Readiness, SettleGoal};
 use super::tab::{DialogRecord, Tab, lock};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
+/// How long to wait for Chromium's error text once its error page is showing.
+const ERROR_TEXT_WAIT: Duration = Duration::from_secs(3);
+
 /// Where to go.
 #[derive(Debug, Clone)]
 pub enum Destination {
@@ -64,7 +67,24 @@ impl Tab {
                 _ => Ok(()),
             })
             .await?;
-        let status = lock(&self.events).document_status;
+        let (status, error_page) = {
+            let events = lock(&self.events);
+            (events.document_status, events.error_page)
+        };
+        if error_page {
+            // The error text arrives with the navigation's answer, just after the error page.
+            let error = match failure {
+                Some(rx) => tokio::time::timeout(ERROR_TEXT_WAIT, rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten(),
+                None => None,
+            };
+            return Err(navigation_failed(
+                error.as_deref().unwrap_or("the page could not be loaded"),
+            ));
+        }
         Ok(Arrival {
             status,
             ready,

@@ -109,6 +109,17 @@ impl BrowserPool {
         }
     }
 
+    /// Kills a launched browser at once, without waiting: for process exit paths that cannot
+    /// run async code (e.g. an `atexit` hook in tests).
+    pub fn kill_now(&self) {
+        if let Ok(slot) = self.current.try_lock()
+            && let Some(pid) = slot.as_ref().and_then(|h| h.pid)
+        {
+            // SAFETY: plain syscall on a pid we launched.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+
     async fn start(&self, generation: u64) -> ToolResult<BrowserHandle> {
         let cdp_timeout = Duration::from_millis(self.config.cdp_timeout_ms);
         let remote = self
@@ -203,6 +214,8 @@ fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<
             "disable-dev-shm-usage",
             "disable-features=Translate,MediaRouter,OptimizationHints",
             "mute-audio",
+            "disable-breakpad",
+            "disable-crash-reporter",
         ])
         .build()
         .map_err(|e| unavailable(format!("invalid browser configuration: {e}")))

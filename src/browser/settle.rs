@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::pool::browser_died;
 use super::tab::{Tab, lock};
-use crate::error::ToolResult;
+use crate::error::{ErrorCode, ToolResult};
 
 /// How long the DOM must stay unchanged once nothing else is pending. Short because timers and
 /// requests are tracked directly; it only covers work we cannot see (promise chains, workers).
@@ -85,15 +86,21 @@ impl Tab {
         let mut loaded_at: Option<Instant> = None;
         loop {
             abort()?;
+            if !self.browser.is_alive() {
+                return Err(browser_died());
+            }
             let committed = goal
                 .commits_before
                 .is_none_or(|before| self.main_commits() > before);
             let probe = if committed {
                 let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
-                self.evaluate_within(&probe_call, None, Some(limit))
-                    .await
-                    .ok()
-                    .and_then(|v| serde_json::from_value::<Probe>(v).ok())
+                match self.evaluate_within(&probe_call, None, Some(limit)).await {
+                    Ok(value) => serde_json::from_value::<Probe>(value).ok(),
+                    // A dead browser ends the wait; other failures (a document being replaced,
+                    // a busy page) just mean "not ready yet".
+                    Err(error) if error.code == ErrorCode::BrowserUnavailable => return Err(error),
+                    Err(_) => None,
+                }
             } else {
                 None
             };

@@ -43,6 +43,8 @@ pub(crate) struct TabEvents {
     pub inflight: HashMap<RequestId, (String, Instant)>,
     /// Number of main-frame commits: a new document, or a same-document history change.
     pub main_commits: u64,
+    /// The latest main-frame commit is Chromium's error page (DNS failure, refused connection…).
+    pub error_page: bool,
     /// HTTP status of the latest main-frame document response.
     pub document_status: Option<i64>,
     /// Dialogs answered since the last `take_dialogs`.
@@ -230,6 +232,7 @@ async fn spawn_watcher(
                     if event.frame.parent_id.is_none() {
                         let mut state = lock(&events);
                         state.main_commits += 1;
+                        state.error_page = event.frame.unreachable_url.is_some();
                         state.inflight.retain(|_, (url, _)| *url == event.frame.url);
                     }
                 }

@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""Benchmark webpilot over its REST API with the same fixtures and operations as the peer
+(Playwright MCP): the operations, fixture server, timing, memory and report all come from the
+peer's tool-neutral `bench_common.py`, which is imported from the shared checkout, not copied.
+
+  /tmp/peer-venv/bin/python bench/webpilot_driver.py -n 10 --bin target/release/webpilot \
+      --out /tmp/webpilot-results.json
+
+`WEBPILOT_PEER_DIR` points at the peer bench (default: <repo>/../shared/bench/peer). Needs psutil
+(the peer's venv has it). Stdlib HTTP only (one keep-alive connection, like the peer's one stdio pipe).
+
+Differences from the peer driver, all recorded in the JSON (`describe`, `not_implemented`):
+- Tools webpilot does not have yet (click, type, fill_form, screenshot, cookies) raise
+  NotImplementedError; the operation they are part of stops there and its remaining rows are
+  reported as n/a instead of failing the repetition.
+- `snapshot` is `browser_read mode=elements` (all elements, one budget large enough for the page);
+  on the article page it is `mode=markdown` (webpilot reads content as Markdown; its element list
+  has no headings or prose, so the article check "A note on sources" could not pass). `--article-mode
+  elements` switches that off.
+- `wait_text` polls `browser_read mode=text` (no separate wait tool yet), deadline 10 s.
+- Extra webpilot-only rows: navigate_spa_ready/webpilot_navigate_only (navigate alone; its result
+  must already list "Add Item 50 to cart") and navigate_spa_ready/webpilot_navigate_wait_for
+  (navigate with wait_for "Showing 50 of 50 items").
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from urllib.parse import urlsplit
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER_DIR = os.path.abspath(os.environ.get("WEBPILOT_PEER_DIR")
+                           or os.path.join(REPO, "..", "shared", "bench", "peer"))
+if not os.path.exists(os.path.join(PEER_DIR, "bench_common.py")):
+    sys.exit(f"bench_common.py not found in {PEER_DIR}: set WEBPILOT_PEER_DIR")
+sys.path.insert(0, PEER_DIR)
+import bench_common as bc  # noqa: E402
+
+DEFAULT_BIN = os.path.join(REPO, "target", "release", "webpilot")
+WAIT_TEXT_DEADLINE_S = 10.0
+WAIT_TEXT_POLL_S = 0.025
+SNAPSHOT_MAX_TOKENS = 20_000     # the 200-element page is ~6.5k chars: the whole list fits
+ARTICLE_MAX_TOKENS = 50_000      # the 5,000-word article is ~33k chars of Markdown
+HTTP_TIMEOUT_S = 60
+
+# Rows each bench_common operation records, in order (kept in sync with bench_common.OPERATIONS);
+# used to report the rows an operation could not reach as n/a.
+OP_ROWS = {
+    "op_spa": ["navigate_spa_ready/navigate", "navigate_spa_ready/wait_for", "navigate_spa_ready",
+               "snapshot_spa", "click_button", "type_search", "screenshot"],
+    "op_static_snapshots": ["navigate_static_elements", "snapshot_elements",
+                            "navigate_static_article", "snapshot_article"],
+    "op_tabs": ["tab_new", "tab_list"],
+    "op_login": ["login_flow/navigate", "login_flow/snapshot", "login_flow/fill_form",
+                 "login_flow/click_submit", "login_flow/wait_for", "login_flow", "cookies_list"],
+}
+
+
+class WebpilotError(RuntimeError):
+    """A tool call that came back with an error (HTTP 4xx/5xx)."""
+
+
+# ---------------------------------------------------------------------------
+# Process helpers
+# ---------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():
+    """Runs in the child before exec: SIGTERM it if this Python process dies (even SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _tail(path: str, n: int = 2000) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------
+class Webpilot:
+    name = "webpilot"
+
+    def __init__(self, binary: str, extra_args: list[str], article_mode: str = "markdown"):
+        self.binary = os.path.abspath(binary)
+        self.extra_args = extra_args
+        self.article_mode = article_mode
+        self.startup: dict = {}
+        self.warnings: list[dict] = []          # webpilot misbehaviour the run tolerated
+        self.own_memory: list[dict] = []        # webpilot's own process, at each process_roots()
+        self.rec: bc.Recorder | None = None     # recorder of the running operation (set by the runner wrapper)
+        self.page = ""                          # path of the last page navigated to
+        self.proc = None
+        self.conn = None
+
+    # -- lifecycle ----------------------------------------------------------
+    async def __aenter__(self):
+        if not os.access(self.binary, os.X_OK):
+            raise FileNotFoundError(f"webpilot binary {self.binary} missing or not executable "
+                                    "(cargo build --release, or pass --bin / WEBPILOT_BIN)")
+        self.workdir = tempfile.mkdtemp(prefix="wpbench-")
+        self.port = free_port()
+        self.argv = [self.binary, "--port", str(self.port), "--data-dir", os.path.join(self.workdir, "data"),
+                     *self.extra_args, "serve"]
+        self.log_path = os.path.join(self.workdir, "webpilot.stderr.log")
+        self._log = open(self.log_path, "w")
+        t0 = time.perf_counter()
+        # cwd = workdir so that a stray ./webpilot.toml is not picked up.
+        self.proc = subprocess.Popen(self.argv, cwd=self.workdir, stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"webpilot exited with {self.proc.returncode} at start:\n{_tail(self.log_path)}")
+            try:
+                if self._get("/healthz", timeout=1)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"webpilot not healthy after 30 s:\n{_tail(self.log_path)}")
+            await asyncio.sleep(0.02)
+        self.startup["session_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        status, body = self._get("/api/tools")
+        tools = json.loads(body)
+        self.tool_names = [t["function"]["name"] for t in tools]
+        self.startup["tools"] = len(self.tool_names)
+        self.startup["tools_chars"] = len(body)                       # the JSON text as served
+        self.startup["tools_chars_json_dumps"] = len(json.dumps(tools))  # the peer's measure (json.dumps)
+        self.version = self._version()
+        return self
+
+    async def __aexit__(self, *exc):
+        try:
+            if self.conn:
+                self.conn.close()
+            if self.proc and self.proc.poll() is None:
+                tree = self._tree_pids()
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(20)   # webpilot closes Chromium on SIGTERM (10 s grace for requests)
+                except subprocess.TimeoutExpired:
+                    self.warnings.append({"what": "webpilot did not exit within 20 s of SIGTERM; killed"})
+                    self.proc.kill()
+                    self.proc.wait(5)
+                self._kill_survivors(tree)
+        finally:
+            self._log.close()
+            self.shutdown_log = _tail(self.log_path, 4000)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _tree_pids(self) -> list[int]:
+        import psutil
+        try:
+            return [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def _kill_survivors(self, pids: list[int]):
+        import psutil
+        alive = []
+        for pid in pids:
+            try:
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if alive:
+            self.warnings.append({"what": f"{len(alive)} Chromium processes still running after webpilot exited; killed",
+                                  "pids": [p.pid for p in alive]})
+            for p in alive:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+
+    def _version(self) -> str:
+        try:
+            return subprocess.run([self.binary, "--version"], capture_output=True, text=True,
+                                  timeout=10, cwd=self.workdir).stdout.strip()
+        except Exception as e:  # noqa: BLE001
+            return f"unknown ({e})"
+
+    # -- plumbing -------------------------------------------------------------
+    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float = HTTP_TIMEOUT_S):
+        """One request on a keep-alive connection (reconnects once if the server dropped it)."""
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            try:
+                self.conn.timeout = timeout
+                if self.conn.sock:
+                    self.conn.sock.settimeout(timeout)
+                self.conn.request(method, path, body=body, headers=headers)
+                r = self.conn.getresponse()
+                return r.status, r.read().decode("utf-8")
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+            except Exception:
+                self.conn.close()
+                self.conn = None
+                raise
+
+    def _get(self, path: str, timeout: float = HTTP_TIMEOUT_S):
+        return self._request("GET", path, timeout=timeout)
+
+    def call_raw(self, tool: str, args: dict) -> tuple[str, dict]:
+        status, text = self._request("POST", f"/api/tools/{tool}", json.dumps(args).encode())
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if status >= 400 or not isinstance(data, dict) or "error" in data:
+            raise WebpilotError(f"POST /api/tools/{tool} {json.dumps(args)} -> HTTP {status}: {text[:600]}")
+        return text, data
+
+    async def call(self, tool: str, args: dict) -> bc.Resp:
+        text, data = self.call_raw(tool, args)
+        self.last = data
+        return bc.Resp(text)
+
+    def _size(self, name: str, n: int):
+        if self.rec is not None:
+            self.rec.add_size(name, n)
+
+    @staticmethod
+    def _page_key(path: str) -> str:
+        return {"/spa.html": "spa", "/elements.html": "elements", "/article.html": "article",
+                "/login": "login_flow"}.get(path, path.strip("/") or "index")
+
+    # -- Driver interface ---------------------------------------------------
+    async def navigate(self, url):
+        r = await self.call("browser_navigate", {"target": url})
+        self.page = urlsplit(self.last.get("url") or url).path
+        return r
+
+    async def wait_text(self, text):
+        """Polls the page text until `text` appears (webpilot has no wait tool of its own yet)."""
+        deadline = time.monotonic() + WAIT_TEXT_DEADLINE_S
+        polls = 0
+        while True:
+            polls += 1
+            body, data = self.call_raw("browser_read", {"mode": "text", "max_tokens": SNAPSHOT_MAX_TOKENS})
+            if text in data.get("content", ""):
+                self._size("wait_text.polls", polls)
+                return bc.Resp(body)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not in the page text after {WAIT_TEXT_DEADLINE_S:.0f} s "
+                                   f"({polls} browser_read mode=text polls); last text: {data.get('content', '')[:300]!r}")
+            await asyncio.sleep(WAIT_TEXT_POLL_S)
+
+    async def snapshot(self):
+        key = self._page_key(self.page)
+        if key == "article" and self.article_mode == "markdown":
+            args = {"mode": "markdown", "max_tokens": ARTICLE_MAX_TOKENS}
+        else:
+            args = {"mode": "elements", "max_tokens": SNAPSHOT_MAX_TOKENS}
+        body, data = self.call_raw("browser_read", args)
+        if data.get("truncated"):
+            raise AssertionError(f"browser_read {args} truncated on {self.page} "
+                                 f"(total {data.get('total')}, next_cursor {data.get('next_cursor')})")
+        content = data.get("content", "")
+        self._size(f"snapshot_{key}.content_chars", len(content))
+        if args["mode"] == "elements":
+            listed = sum(1 for line in content.splitlines() if re.match(r"\[\d+\] ", line))
+            self._size(f"snapshot_{key}.elements_listed", listed)
+            if data.get("total") is not None:
+                self._size(f"snapshot_{key}.elements_total", data["total"])
+                if listed != data["total"]:
+                    self._warn_once(f"snapshot {key}: {listed} element lines listed but total={data['total']}",
+                                    args, body)
+        return bc.Resp(body)
+
+    def ref(self, snapshot, role, name):
+        try:
+            content = json.loads(snapshot).get("content", snapshot)
+        except ValueError:
+            content = snapshot
+        pat = re.compile(r"^\[(\d+)\] " + re.escape(role) + r' "' + re.escape(name) + r'"(?=\s|$)', re.M)
+        m = pat.search(content)
+        if not m:
+            raise LookupError(f'no {role} "{name}" in element list ({len(content)} chars)')
+        return m.group(1)
+
+    def _missing(self, what: str, tool: str):
+        have = tool in getattr(self, "tool_names", [])
+        detail = (f"{tool} exists now but this driver does not drive it yet: update bench/webpilot_driver.py"
+                  if have else f"webpilot has no {tool} tool yet")
+        raise NotImplementedError(f"{what}: {detail}")
+
+    async def click(self, ref, description):
+        self._missing("click", "browser_interact")
+
+    async def type(self, ref, text, description):
+        self._missing("type", "browser_interact")
+
+    async def fill_form(self, fields):
+        self._missing("fill_form", "browser_interact")
+
+    async def screenshot(self):
+        self._missing("screenshot", "browser_screenshot")
+
+    async def cookies(self):
+        self._missing("cookies", "browser_cookies")
+
+    async def tab_new(self, url):
+        return await self.call("browser_tabs", {"action": "new", "url": url})
+
+    async def tab_list(self):
+        return await self.call("browser_tabs", {"action": "list"})
+
+    async def tab_close(self, index):
+        """Closes the tab at the peer-style index (0-based position in the tab list)."""
+        _, data = self.call_raw("browser_tabs", {"action": "list"})
+        tabs = data["tabs"]
+        if not 0 <= index < len(tabs):
+            raise IndexError(f"no tab at index {index}: {[t['tab'] for t in tabs]}")
+        tab_id = tabs[index]["tab"]
+        args = {"action": "close", "tab": tab_id}
+        try:
+            body, _ = self.call_raw("browser_tabs", args)
+            return bc.Resp(body)
+        except WebpilotError as e:
+            # The close may have happened anyway; keep the run going if it did, but record it.
+            _, after = self.call_raw("browser_tabs", {"action": "list"})
+            if any(t["tab"] == tab_id for t in after["tabs"]):
+                raise
+            self.warnings.append({"what": f"browser_tabs close failed although {tab_id} was closed",
+                                  "error": str(e), "tabs_after": [t["tab"] for t in after["tabs"]]})
+            return bc.Resp(json.dumps(after))
+
+    def process_roots(self):
+        import psutil
+        roots = [self.proc.pid]
+        try:
+            _, body = self._get("/healthz")
+            browser = json.loads(body).get("browser") or {}
+            if browser.get("pid"):
+                roots.append(int(browser["pid"]))
+        except (OSError, ValueError) as e:
+            self.warnings.append({"what": f"GET /healthz failed: {e}"})
+        try:
+            mi = psutil.Process(self.proc.pid).memory_full_info()
+            self.own_memory.append({"rss_mib": round(mi.rss / 2**20, 1),
+                                    "pss_mib": round(getattr(mi, "pss", mi.rss) / 2**20, 1),
+                                    "uss_mib": round(getattr(mi, "uss", mi.rss) / 2**20, 1)})
+        except psutil.Error:
+            pass
+        return roots
+
+    def describe(self):
+        return {"name": self.name, "version": self.version, "transport": "http (REST, keep-alive)",
+                "argv": self.argv, "binary": self.binary, "tools": self.tool_names,
+                "snapshot": {"default": f"browser_read mode=elements max_tokens={SNAPSHOT_MAX_TOKENS}",
+                             "article": (f"browser_read mode=markdown max_tokens={ARTICLE_MAX_TOKENS}"
+                                         if self.article_mode == "markdown" else "as default")},
+                "wait_text": f"poll browser_read mode=text every {WAIT_TEXT_POLL_S * 1000:.0f} ms, "
+                             f"deadline {WAIT_TEXT_DEADLINE_S:.0f} s"}
+
+    def _warn_once(self, what, args, body):
+        if not any(w["what"] == what for w in self.warnings):
+            self.warnings.append({"what": what, "request": args, "response": body[:600]})
+
+
+# ---------------------------------------------------------------------------
+# Webpilot-only operation: the SPA is ready when navigate returns
+# ---------------------------------------------------------------------------
+async def op_spa_webpilot(d: Webpilot, base: str, rec: bc.Recorder):
+    await d.call("browser_navigate", {"target": f"{base}/index.html", "max_tokens": 0})      # reset, untimed
+    r = await rec.timed("navigate_spa_ready/webpilot_navigate_only", d.navigate(f"{base}/spa.html"))
+    bc.expect("Add Item 50 to cart" in r.text,
+              f"navigate result lacks 'Add Item 50 to cart' (ready={d.last.get('ready')}, "
+              f"elements_total={d.last.get('elements_total')}, elements_next_cursor={d.last.get('elements_next_cursor')})")
+    rec.add_size("navigate_spa_ready/webpilot_navigate_only.ready_after_ms", (d.last.get("ready") or {}).get("after_ms", -1))
+
+    await d.call("browser_navigate", {"target": f"{base}/index.html", "max_tokens": 0})      # reset, untimed
+    r = await rec.timed("navigate_spa_ready/webpilot_navigate_wait_for",
+                        d.call("browser_navigate", {"target": f"{base}/spa.html", "wait_for": bc.SPA_READY}))
+    d.page = "/spa.html"
+    bc.expect("Add Item 50 to cart" in r.text, "navigate+wait_for result lacks 'Add Item 50 to cart'")
+    ready = d.last.get("ready") or {}
+    bc.expect(ready.get("by") == "wait_for" and not ready.get("missing"),
+              f"navigate wait_for not satisfied: ready={ready}")
+
+
+# ---------------------------------------------------------------------------
+# Runner glue: skip (report as n/a) what raises NotImplementedError
+# ---------------------------------------------------------------------------
+NOT_IMPLEMENTED: dict[str, str] = {}   # row -> reason
+
+
+def tolerant(op):
+    rows = OP_ROWS.get(op.__name__, [])
+
+    async def run(d: Webpilot, base: str, rec: bc.Recorder):
+        d.rec = rec
+        before = {k: len(v) for k, v in rec.times.items()}
+        try:
+            await op(d, base, rec)
+        except NotImplementedError as e:
+            reached = {k for k, v in rec.times.items() if len(v) > before.get(k, 0)}
+            for row in rows:
+                if row not in reached:
+                    NOT_IMPLEMENTED.setdefault(row, str(e))
+        finally:
+            d.rec = None
+    run.__name__ = op.__name__
+    return run
+
+
+def patched_operations() -> list:
+    ops = []
+    for op in bc.OPERATIONS:
+        ops.append(tolerant(op))
+        if op.__name__ == "op_spa":
+            ops.append(tolerant(op_spa_webpilot))
+    return ops
+
+
+def main():
+    ap = bc.common_args(__doc__)
+    ap.add_argument("--bin", default=os.environ.get("WEBPILOT_BIN", DEFAULT_BIN),
+                    help="webpilot binary (default: $WEBPILOT_BIN or target/release/webpilot)")
+    ap.add_argument("--wp-arg", action="append", default=[], metavar="ARG",
+                    help="extra webpilot flag, repeatable, e.g. --wp-arg=--viewport=1280x720")
+    ap.add_argument("--article-mode", choices=["markdown", "elements"], default="markdown",
+                    help="browser_read mode for the article snapshot (default markdown)")
+    a = ap.parse_args()
+
+    # A TERM (e.g. from `timeout`) must still run the cleanup that stops webpilot and Chromium.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    if a.wait_idle:
+        bc.wait_idle(a.wait_idle)
+    bc.OPERATIONS = patched_operations()
+    driver = Webpilot(a.bin, a.wp_arg, a.article_mode)
+    res = asyncio.run(bc.run_benchmark(driver, a.reps, a.warmup, a.port))
+
+    res["startup"].update({k: v for k, v in driver.startup.items() if k not in res["startup"]})
+    own = driver.own_memory
+    if own:
+        res["memory_webpilot_own"] = {"after_warmup": own[0], "after_run": own[-1]}
+    res["not_implemented"] = dict(NOT_IMPLEMENTED)
+    res["driver_warnings"] = driver.warnings
+    res["webpilot_log_tail"] = driver.shutdown_log[-2000:]
+
+    rc = bc.finish(res, a.out)
+    if own:
+        print(f"webpilot own process after run: RSS {own[-1]['rss_mib']} MiB, PSS {own[-1]['pss_mib']} MiB")
+    if NOT_IMPLEMENTED:
+        print(f"\nn/a (not implemented in webpilot yet): {', '.join(NOT_IMPLEMENTED)}")
+    if driver.warnings:
+        print(f"\nWEBPILOT WARNINGS ({len(driver.warnings)}):")
+        for w in driver.warnings:
+            print(" ", json.dumps(w)[:800])
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()

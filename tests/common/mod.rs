@@ -1,0 +1,265 @@
+//! Test harness: one webpilot service (and so one Chromium) per test binary, running on its own
+//! runtime thread so it outlives each `#[tokio::test]` runtime, plus fixture servers on
+//! 127.0.0.1 serving `fixtures/`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use webpilot::App;
+use webpilot::config::Config;
+
+/// A running service and its fixture servers.
+pub struct Harness {
+    /// Base URL of the webpilot REST API.
+    pub api: String,
+    /// Base URL of the main fixture server.
+    pub fixtures: String,
+    /// Base URL of a second fixture server (another origin).
+    pub second: String,
+    pub app: App,
+    runtime: tokio::runtime::Handle,
+    _data_dir: tempfile::TempDir,
+}
+
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+/// The binary's shared harness, started on first use.
+pub fn harness() -> &'static Harness {
+    HARNESS.get_or_init(|| {
+        // The harness lives until the process exits; make sure its Chromium goes with it.
+        unsafe { libc::atexit(kill_browser_at_exit) };
+        start(Config::default())
+    })
+}
+
+extern "C" fn kill_browser_at_exit() {
+    if let Some(harness) = HARNESS.get() {
+        harness.app.browser.pool.kill_now();
+    }
+}
+
+/// Starts a service with `config` (data dir, port and bind are set here).
+pub fn start(mut config: Config) -> Harness {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("test runtime");
+        runtime.block_on(async move {
+            let data_dir = tempfile::tempdir().expect("data dir");
+            config.data_dir = data_dir.path().to_path_buf();
+            config.port = 0;
+            let app = App::new(config);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind api");
+            let api = format!("http://{}", listener.local_addr().unwrap());
+            let second_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let second = format!("http://{}", second_listener.local_addr().unwrap());
+            let fixtures_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let fixtures = format!("http://{}", fixtures_listener.local_addr().unwrap());
+            tokio::spawn(serve_fixtures(fixtures_listener, second.clone()));
+            tokio::spawn(serve_fixtures(second_listener, fixtures.clone()));
+            tokio::spawn(webpilot::server::serve(
+                app.clone(),
+                listener,
+                std::future::pending(),
+            ));
+            tx.send(Harness {
+                api,
+                fixtures,
+                second,
+                app,
+                runtime: tokio::runtime::Handle::current(),
+                _data_dir: data_dir,
+            })
+            .unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("harness started")
+}
+
+fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Serves `fixtures/` with `__SECOND_ORIGIN__` replaced, plus `/hang` (never answers) and
+/// `/status/{code}`.
+async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String) {
+    let router = Router::new()
+        .route("/hang", get(|| std::future::pending::<&'static str>()))
+        .route("/status/{code}", get(status_page))
+        .route("/{*path}", get(fixture_file))
+        .with_state(other_origin);
+    axum::serve(listener, router).await.unwrap();
+}
+
+async fn status_page(Path(code): Path<u16>) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html")],
+        format!("<!doctype html><title>Status {code}</title><h1>Status {code}</h1>"),
+    )
+        .into_response()
+}
+
+async fn fixture_file(State(other_origin): State<String>, Path(path): Path<String>) -> Response {
+    if path.contains("..") {
+        return StatusCode::BAD_REQUEST.into_response();
+    }
+    let Ok(bytes) = tokio::fs::read(fixtures_dir().join(&path)).await else {
+        return (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/html")],
+            "<h1>Not found</h1>",
+        )
+            .into_response();
+    };
+    let mime = match path.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript",
+        Some("css") => "text/css",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    };
+    let body = if mime.starts_with("text/html") {
+        String::from_utf8_lossy(&bytes)
+            .replace("__SECOND_ORIGIN__", &other_origin)
+            .into_bytes()
+    } else {
+        bytes
+    };
+    ([(header::CONTENT_TYPE, mime)], body).into_response()
+}
+
+impl Harness {
+    /// URL of a fixture page on the main fixture server.
+    pub fn page(&self, path: &str) -> String {
+        format!("{}/{}", self.fixtures, path.trim_start_matches('/'))
+    }
+
+    /// Runs a future on the harness's runtime (for direct access to `app`).
+    pub fn block_on<F: Future + Send + 'static>(&self, future: F) -> F::Output
+    where
+        F::Output: Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().expect("harness task finished")
+    }
+}
+
+/// The HTTP status and JSON body of `POST /api/tools/{tool}`.
+pub async fn call(tool: &str, args: Value) -> (u16, Value) {
+    call_at(&harness().api, tool, args).await
+}
+
+pub async fn call_at(api: &str, tool: &str, args: Value) -> (u16, Value) {
+    let response = client()
+        .post(format!("{api}/api/tools/{tool}"))
+        .json(&args)
+        .send()
+        .await
+        .expect("request to webpilot");
+    let status = response.status().as_u16();
+    let body = response.json().await.expect("JSON body");
+    (status, body)
+}
+
+/// Calls a tool and asserts it succeeded.
+pub async fn ok(tool: &str, args: Value) -> Value {
+    let (status, body) = call(tool, args.clone()).await;
+    assert_eq!(status, 200, "{tool} {args} failed: {body:#}");
+    body
+}
+
+/// Calls a tool and asserts it failed with `code`.
+pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
+    let (status, body) = call(tool, args.clone()).await;
+    assert_eq!(body["error"]["code"], code, "{tool} {args}: {body:#}");
+    assert!(
+        status >= 400 && status < 500
+            || code == "BROWSER_UNAVAILABLE"
+            || code == "NAVIGATION_FAILED"
+            || code == "TIMEOUT",
+        "{tool}: unexpected status {status}"
+    );
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "hint missing: {body}"
+    );
+    body
+}
+
+/// A fresh client: a pooled connection must not outlive the test runtime that opened it.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .build()
+        .unwrap()
+}
+
+/// Navigates session `session` to fixture `path` and returns the result.
+pub async fn open(session: &str, path: &str) -> Value {
+    ok(
+        "browser_navigate",
+        json!({ "session": session, "target": harness().page(path) }),
+    )
+    .await
+}
+
+/// The element lines of the session's active tab (whole list).
+pub async fn element_lines(session: &str) -> Vec<String> {
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "elements", "max_tokens": 100000 }),
+    )
+    .await;
+    read["content"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The ref of the element whose line contains `needle`.
+pub fn ref_of(lines: &[String], needle: &str) -> u32 {
+    let line = lines
+        .iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no element line contains {needle:?}: {lines:#?}"));
+    line[1..line.find(']').unwrap()].parse().unwrap()
+}
+
+/// Polls `check` until it returns true or the deadline passes.
+pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen within {deadline:?}");
+}

@@ -1,0 +1,232 @@
+//! browser_navigate against real Chromium and fixture pages on 127.0.0.1.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{fails, harness, ok, open};
+use serde_json::json;
+
+#[tokio::test]
+async fn spa_is_ready_with_its_rendered_content_without_wait_for() {
+    let result = open("nav-spa", "spa.html").await;
+    assert_eq!(result["status"], 200);
+    assert_eq!(result["ready"]["by"], "quiet", "{result:#}");
+    let elements = result["elements"].as_str().unwrap();
+    assert!(
+        elements.contains("button \"Add Item 01 to cart\""),
+        "{elements}"
+    );
+    let markdown = ok(
+        "browser_read",
+        json!({ "session": "nav-spa", "mode": "markdown" }),
+    )
+    .await;
+    let content = markdown["content"].as_str().unwrap();
+    assert!(content.contains("Showing 50 of 50 items"), "{content}");
+    assert!(content.contains("Item 50"), "{content}");
+    for field in ["session", "tab", "url", "title", "elapsed_ms"] {
+        assert!(
+            markdown.get(field).is_some(),
+            "{field} missing: {markdown:#}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn content_behind_fetch_timer_and_frame_is_waited_for() {
+    let result = open("nav-late", "late.html").await;
+    assert_eq!(result["ready"]["by"], "quiet", "{result:#}");
+    assert!(
+        result["elements"].as_str().unwrap().contains("Late button"),
+        "{result:#}"
+    );
+}
+
+#[tokio::test]
+async fn wait_for_text_returns_once_it_appears() {
+    let result = ok(
+        "browser_navigate",
+        json!({ "session": "nav-wait", "target": harness().page("spa.html"), "wait_for": "Showing 50 of 50 items" }),
+    )
+    .await;
+    assert_eq!(result["ready"]["by"], "wait_for", "{result:#}");
+    let text = ok(
+        "browser_read",
+        json!({ "session": "nav-wait", "mode": "text" }),
+    )
+    .await;
+    assert!(
+        text["content"]
+            .as_str()
+            .unwrap()
+            .contains("Showing 50 of 50 items")
+    );
+}
+
+#[tokio::test]
+async fn never_finishing_resource_returns_within_the_timeout_and_page_stays_usable() {
+    let started = Instant::now();
+    let result = ok(
+        "browser_navigate",
+        json!({ "session": "nav-never", "target": harness().page("never.html"), "timeout_ms": 1500 }),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(result["ready"]["by"], "timeout", "{result:#}");
+    let missing = result["ready"]["missing"].to_string();
+    assert!(
+        missing.contains("/hang"),
+        "missing should name the stuck request: {missing}"
+    );
+    assert!(missing.contains("load event"), "{missing}");
+    assert!(
+        result["elements"]
+            .as_str()
+            .unwrap()
+            .contains("Still usable")
+    );
+    let text = ok(
+        "browser_read",
+        json!({ "session": "nav-never", "mode": "text" }),
+    )
+    .await;
+    assert!(
+        text["content"]
+            .as_str()
+            .unwrap()
+            .contains("Visible before the stuck resource")
+    );
+}
+
+#[tokio::test]
+async fn dialogs_on_load_are_answered_and_reported() {
+    let result = open("nav-alert", "alert.html").await;
+    let dialogs = result["dialogs"].as_array().expect("dialogs reported");
+    assert_eq!(dialogs.len(), 2, "{result:#}");
+    assert_eq!(dialogs[0]["type"], "alert");
+    assert_eq!(dialogs[0]["message"], "Hello from the page");
+    assert_eq!(dialogs[1]["type"], "confirm");
+    let text = ok(
+        "browser_read",
+        json!({ "session": "nav-alert", "mode": "text" }),
+    )
+    .await;
+    assert!(
+        text["content"]
+            .as_str()
+            .unwrap()
+            .contains("after the alert, confirm=true")
+    );
+}
+
+#[tokio::test]
+async fn http_errors_are_reported_as_status() {
+    let result = open("nav-404", "status/404").await;
+    assert_eq!(result["status"], 404);
+    assert_eq!(result["title"], "Status 404");
+    let missing = open("nav-404", "no-such-page.html").await;
+    assert_eq!(missing["status"], 404);
+}
+
+#[tokio::test]
+async fn refused_connection_is_navigation_failed() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let error = fails(
+        "browser_navigate",
+        json!({ "session": "nav-refused", "target": format!("http://127.0.0.1:{port}/") }),
+        "NAVIGATION_FAILED",
+    )
+    .await;
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("CONNECTION_REFUSED"),
+        "{error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn non_web_schemes_are_blocked() {
+    for target in [
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "chrome://version",
+    ] {
+        fails(
+            "browser_navigate",
+            json!({ "session": "nav-blocked", "target": target }),
+            "BLOCKED_URL",
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn back_forward_and_reload_move_through_history() {
+    open("nav-history", "history-a.html").await;
+    open("nav-history", "history-b.html").await;
+    let back = ok(
+        "browser_navigate",
+        json!({ "session": "nav-history", "mode": "back" }),
+    )
+    .await;
+    assert_eq!(back["title"], "History A", "{back:#}");
+    let forward = ok(
+        "browser_navigate",
+        json!({ "session": "nav-history", "mode": "forward" }),
+    )
+    .await;
+    assert_eq!(forward["title"], "History B");
+    let reload = ok(
+        "browser_navigate",
+        json!({ "session": "nav-history", "mode": "reload" }),
+    )
+    .await;
+    assert_eq!(reload["title"], "History B");
+    assert_eq!(reload["status"], 200);
+    fails(
+        "browser_navigate",
+        json!({ "session": "nav-history", "mode": "forward" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn missing_target_names_the_field() {
+    let error = fails(
+        "browser_navigate",
+        json!({ "session": "nav-args" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("target")
+    );
+    let error = fails(
+        "browser_navigate",
+        json!({ "session": "nav-args", "target": "http://127.0.0.1/", "timeout_ms": 5 }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timeout_ms")
+    );
+}

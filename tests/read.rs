@@ -1,0 +1,207 @@
+//! browser_read: element lists (frames, shadow DOM, paging, refs) and content modes.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{element_lines, fails, ok, open, ref_of};
+use serde_json::json;
+
+#[tokio::test]
+async fn all_200_elements_are_listed() {
+    open("read-200", "elements.html").await;
+    let lines = element_lines("read-200").await;
+    let elements: Vec<&String> = lines.iter().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(elements.len(), 200, "{lines:#?}");
+    let refs: HashSet<u32> = elements
+        .iter()
+        .map(|l| ref_of(&[l.to_string()], ""))
+        .collect();
+    assert_eq!(refs.len(), 200, "refs must be distinct");
+}
+
+#[tokio::test]
+async fn paging_returns_every_element_exactly_once() {
+    open("read-paging", "elements.html").await;
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = json!({ "session": "read-paging", "mode": "elements", "max_tokens": 300 });
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let page = ok("browser_read", args).await;
+        pages += 1;
+        assert_eq!(page["total"], 200);
+        let content = page["content"].as_str().unwrap();
+        assert!(
+            content.len() <= 300 * 4 + 200,
+            "page over budget: {} chars",
+            content.len()
+        );
+        seen.extend(
+            content
+                .lines()
+                .filter(|l| l.starts_with('['))
+                .map(str::to_string),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => {
+                assert_eq!(page["truncated"], true);
+                cursor = Some(next.to_string());
+            }
+            None => break,
+        }
+        assert!(pages < 100, "paging does not end");
+    }
+    assert!(pages > 3, "expected several pages, got {pages}");
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(seen.len(), 200, "every element once");
+    assert_eq!(unique.len(), 200);
+}
+
+#[tokio::test]
+async fn controls_inside_iframes_of_both_origins_are_listed() {
+    open("read-frames", "frames.html").await;
+    let lines = element_lines("read-frames").await;
+    let joined = lines.join("\n");
+    for name in [
+        "Top button",
+        "Same-origin frame button",
+        "Same-origin frame input",
+        "Cross-origin frame button",
+        "Cross-origin frame link",
+    ] {
+        assert!(joined.contains(name), "{name} missing from\n{joined}");
+    }
+}
+
+#[tokio::test]
+async fn open_shadow_roots_and_click_handlers_are_listed() {
+    open("read-shadow", "shadow.html").await;
+    let joined = element_lines("read-shadow").await.join("\n");
+    assert!(joined.contains("textbox \"Shadow query\""), "{joined}");
+    assert!(joined.contains("button \"Shadow go\""), "{joined}");
+    assert!(joined.contains("clickable \"Clickable div\""), "{joined}");
+}
+
+#[tokio::test]
+async fn refs_stay_stable_and_old_ones_become_stale_after_navigation() {
+    open("read-refs", "spa.html").await;
+    let first = element_lines("read-refs").await;
+    let again = element_lines("read-refs").await;
+    assert_eq!(first, again, "refs are stable while the page is unchanged");
+    let sort = ref_of(&first, "Sort by price");
+    let text = ok(
+        "browser_read",
+        json!({ "session": "read-refs", "mode": "text", "ref": sort }),
+    )
+    .await;
+    assert_eq!(text["content"], "Sort by price");
+
+    open("read-refs", "history-a.html").await;
+    let error = fails(
+        "browser_read",
+        json!({ "session": "read-refs", "mode": "text", "ref": sort }),
+        "STALE_REF",
+    )
+    .await;
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("mode=elements")
+    );
+    let new_lines = element_lines("read-refs").await;
+    let link = ref_of(&new_lines, "to B");
+    assert!(link > sort, "numbers are never reused: {link} after {sort}");
+    fails(
+        "browser_read",
+        json!({ "session": "read-refs", "mode": "text", "ref": 99999 }),
+        "NO_SUCH_REF",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn markdown_text_html_find_and_extract() {
+    open("read-modes", "article.html").await;
+    let markdown = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "markdown", "max_tokens": 200 }),
+    )
+    .await;
+    assert_eq!(markdown["truncated"], true);
+    assert!(markdown["content"].as_str().unwrap().len() <= 800);
+    let next = markdown["next_cursor"].as_str().unwrap();
+    let second = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "markdown", "max_tokens": 200, "cursor": next }),
+    )
+    .await;
+    assert_ne!(second["content"], markdown["content"]);
+
+    let html = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "html", "selector": "h1" }),
+    )
+    .await;
+    assert!(html["content"].as_str().unwrap().starts_with("<h1"));
+
+    let text = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "text", "max_tokens": 100000 }),
+    )
+    .await;
+    let body = text["content"].as_str().unwrap();
+    let word = body
+        .split_whitespace()
+        .find(|w| w.len() > 8 && w.chars().all(char::is_alphabetic))
+        .unwrap();
+    let found = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "find", "query": word }),
+    )
+    .await;
+    assert!(found["matches"].as_u64().unwrap() >= 1, "{found:#}");
+    assert!(
+        found["content"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains(&word.to_lowercase())
+    );
+
+    let extract = ok(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "extract", "query": word }),
+    )
+    .await;
+    assert!(extract["sections"].as_u64().unwrap() >= 1);
+    assert!(
+        extract["content"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains(&word.to_lowercase())
+    );
+    fails(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "find" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    fails(
+        "browser_read",
+        json!({ "session": "read-modes", "mode": "html", "selector": "#nope" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    fails(
+        "browser_read",
+        json!({ "session": "read-modes", "cursor": "garbage" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}

@@ -1,0 +1,152 @@
+//! The REST front: tool definitions, error shapes and statuses, auth.
+
+mod common;
+
+use common::{client, harness};
+use serde_json::{Value, json};
+
+async fn post_raw(path: &str, body: &'static str) -> (u16, Value) {
+    let response = client()
+        .post(format!("{}{path}", harness().api))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.json().await.expect("error bodies are JSON"),
+    )
+}
+
+#[tokio::test]
+async fn tool_list_is_valid_openai_function_definitions_and_small() {
+    let response = client()
+        .get(format!("{}/api/tools", harness().api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.len() <= 10_000, "tool list is {} chars", text.len());
+    let tools: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for expected in ["browser_navigate", "browser_read", "browser_tabs"] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    for tool in &tools {
+        assert_eq!(tool["type"], "function");
+        let function = &tool["function"];
+        assert!(
+            function["description"]
+                .as_str()
+                .is_some_and(|d| d.len() > 20)
+        );
+        assert_eq!(function["parameters"]["type"], "object");
+        for (name, property) in function["parameters"]["properties"].as_object().unwrap() {
+            assert!(
+                property.get("description").is_some(),
+                "{name} of {} lacks a description",
+                function["name"]
+            );
+            assert!(
+                property.get("type").is_some() || property.get("enum").is_some(),
+                "{name}: {property}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_bodies_get_4xx_with_the_error_shape() {
+    let cases: [(&str, &str, u16, &str); 6] = [
+        ("/api/tools/browser_navigate", "{not json", 400, "JSON"),
+        ("/api/tools/browser_navigate", "[1,2]", 400, "object"),
+        (
+            "/api/tools/browser_navigate",
+            r#"{"target": 42}"#,
+            400,
+            "target",
+        ),
+        (
+            "/api/tools/browser_navigate",
+            r#"{"target": "http://x", "bogus": 1}"#,
+            400,
+            "bogus",
+        ),
+        (
+            "/api/tools/browser_read",
+            r#"{"mode": "poetry"}"#,
+            400,
+            "mode",
+        ),
+        ("/api/tools/no_such_tool", "{}", 404, "no_such_tool"),
+    ];
+    for (path, body, status, mention) in cases {
+        let (got, json) = post_raw(path, body).await;
+        assert_eq!(got, status, "{path} {body}: {json:#}");
+        let error = &json["error"];
+        assert!(
+            error["code"].is_string() && error["hint"].is_string(),
+            "{json:#}"
+        );
+        assert!(
+            error["message"].as_str().unwrap().contains(mention),
+            "{body}: {json:#}"
+        );
+    }
+    let response = client()
+        .get(format!("{}/api/tools/browser_read", harness().api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "INVALID_ARGUMENT");
+}
+
+#[tokio::test]
+async fn session_header_selects_the_session() {
+    let response = client()
+        .post(format!("{}/api/tools/browser_tabs", harness().api))
+        .header("x-webpilot-session", "from-header")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(body["session"], "from-header", "{body:#}");
+}
+
+#[tokio::test]
+async fn a_token_is_required_when_configured() {
+    let config = webpilot::config::Config {
+        token: Some("s3cret".into()),
+        ..Default::default()
+    };
+    let secured = common::start(config);
+    let url = format!("{}/api/tools", secured.api);
+    assert_eq!(client().get(&url).send().await.unwrap().status(), 401);
+    let wrong = client().get(&url).bearer_auth("nope").send().await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let body: Value = wrong.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+    let right = client()
+        .get(&url)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 200);
+    let health = client()
+        .get(format!("{}/healthz", secured.api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}

@@ -1,0 +1,136 @@
+//! Sessions and tabs: isolation, parallelism, tab management, popups.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{eventually, fails, harness, ok, open};
+use serde_json::json;
+
+#[tokio::test]
+async fn cookies_of_one_session_are_invisible_in_another() {
+    open("iso-a", "cookies.html?set=flavour=oatmeal").await;
+    let a = ok(
+        "browser_read",
+        json!({ "session": "iso-a", "mode": "text" }),
+    )
+    .await;
+    assert!(
+        a["content"].as_str().unwrap().contains("flavour=oatmeal"),
+        "{a:#}"
+    );
+    open("iso-b", "cookies.html").await;
+    let b = ok(
+        "browser_read",
+        json!({ "session": "iso-b", "mode": "text" }),
+    )
+    .await;
+    assert_eq!(b["content"].as_str().unwrap().trim(), "cookies: []");
+    // and the cookie persists within session A
+    open("iso-a", "cookies.html").await;
+    let again = ok(
+        "browser_read",
+        json!({ "session": "iso-a", "mode": "text" }),
+    )
+    .await;
+    assert!(
+        again["content"]
+            .as_str()
+            .unwrap()
+            .contains("flavour=oatmeal")
+    );
+}
+
+#[tokio::test]
+async fn ten_sessions_navigate_in_parallel() {
+    let calls = (0..10).map(|i| async move {
+        let session = format!("par-{i}");
+        let result = open(&session, "spa.html").await;
+        (session, result)
+    });
+    for (session, result) in futures::future::join_all(calls).await {
+        assert_eq!(result["session"], session.as_str());
+        assert_eq!(result["status"], 200);
+        assert!(
+            result["elements"]
+                .as_str()
+                .unwrap()
+                .contains("Add Item 01 to cart"),
+            "{session}: {result:#}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tabs_can_be_opened_switched_and_closed() {
+    let session = "tabs-basic";
+    open(session, "history-a.html").await;
+    let opened = ok(
+        "browser_tabs",
+        json!({ "session": session, "action": "new", "url": harness().page("history-b.html") }),
+    )
+    .await;
+    let tabs = opened["tabs"].as_array().unwrap();
+    assert_eq!(tabs.len(), 2, "{opened:#}");
+    let new_id = opened["active"].as_str().unwrap().to_string();
+    assert_eq!(tabs[1]["title"], "History B");
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "text" }),
+    )
+    .await;
+    assert!(read["content"].as_str().unwrap().contains("Page B"));
+    let first_id = tabs[0]["tab"].as_str().unwrap().to_string();
+    ok(
+        "browser_tabs",
+        json!({ "session": session, "action": "switch", "tab": first_id }),
+    )
+    .await;
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "text" }),
+    )
+    .await;
+    assert!(read["content"].as_str().unwrap().contains("Page A"));
+    let closed = ok(
+        "browser_tabs",
+        json!({ "session": session, "action": "close", "tab": new_id }),
+    )
+    .await;
+    assert_eq!(closed["tabs"].as_array().unwrap().len(), 1);
+    fails(
+        "browser_tabs",
+        json!({ "session": session, "action": "switch", "tab": new_id }),
+        "NO_SUCH_TAB",
+    )
+    .await;
+    fails(
+        "browser_tabs",
+        json!({ "session": session, "action": "switch" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn popups_show_up_as_tabs() {
+    let session = "tabs-popup";
+    open(session, "popup.html").await;
+    eventually(
+        "the popup becomes a tab",
+        Duration::from_secs(10),
+        || async {
+            let list = ok("browser_tabs", json!({ "session": session })).await;
+            list["tabs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["url"].as_str().unwrap_or("").contains("who=popup"))
+        },
+    )
+    .await;
+    // Popups of one session never appear in another.
+    open("tabs-popup-other", "history-a.html").await;
+    let other = ok("browser_tabs", json!({ "session": "tabs-popup-other" })).await;
+    assert_eq!(other["tabs"].as_array().unwrap().len(), 1, "{other:#}");
+}
