@@ -5,6 +5,7 @@
 //! when Chromium dies; a ref is never retargeted to a different element.
 
 mod content;
+mod input;
 mod navigation;
 mod pool;
 mod session;
@@ -17,5 +18,5 @@ pub use navigation::{Arrival, Destination};
 pub use pool::{BrowserHandle, BrowserPool};
 pub use session::{BrowserService, SessionGuard, TabInfo};
 pub use settle::{Readiness, ReadyBy};
-pub use snapshot::{Element, ElementList, OFFSCREEN_HEADER};
-pub use tab::{DialogRecord, Tab};
+pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
+pub use tab::{DialogAnswer, DialogRecord, Tab};

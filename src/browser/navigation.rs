@@ -60,6 +60,7 @@ impl Tab {
             started,
             timeout,
             commits_before: Some(commits_before),
+            observe_at_least: Duration::ZERO,
         };
         let ready = self
             .settle(&goal, || match failure.as_mut().map(|rx| rx.try_recv()) {

@@ -48,7 +48,8 @@ pub struct SessionState {
     active: Option<String>,
     /// Tab numbers keep growing so a closed tab's id is never reused.
     next_tab_number: u32,
-    /// Targets seen in `browser.pages()` that belong to other sessions.
+    /// Targets seen in `browser.pages()` that are not to be adopted: other sessions' pages and
+    /// pages this session closed.
     foreign_targets: HashSet<TargetId>,
 }
 
@@ -339,6 +340,8 @@ impl SessionGuard {
         let index = self.index_of(id).ok_or_else(|| no_such_tab(id))?;
         let tab = self.state.tabs.remove(index);
         let page = tab.page.clone();
+        // The target lingers in `pages()` for a moment; it must not come back as a popup.
+        self.state.foreign_targets.insert(tab.target_id().clone());
         drop(tab);
         // A page stuck in a script must not block closing it: give the close a short limit.
         let _ = self
@@ -393,9 +396,17 @@ impl SessionGuard {
                 self.state.foreign_targets.insert(target);
                 continue;
             }
-            let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone()).await?;
-            adopted.push(tab.id.clone());
-            self.state.tabs.push(tab);
+            // A page can close while it is being adopted; that is no error of this call.
+            match Tab::attach(self.next_tab_id(), page, self.browser.clone()).await {
+                Ok(tab) => {
+                    adopted.push(tab.id.clone());
+                    self.state.tabs.push(tab);
+                }
+                Err(error) => {
+                    tracing::debug!(target = ?target, message = %error.message, "page vanished before adoption");
+                    self.state.foreign_targets.insert(target);
+                }
+            }
         }
         Ok(adopted)
     }

@@ -56,6 +56,9 @@ pub struct SettleGoal<'a> {
     pub timeout: Duration,
     /// Main-frame commits seen before a navigation; readiness needs a newer one.
     pub commits_before: Option<u64>,
+    /// Not ready before this much time has passed: after an action, gives a navigation or
+    /// request it triggered the moment it needs to show up.
+    pub observe_at_least: Duration,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,7 +122,11 @@ impl Tab {
                     loaded_at.get_or_insert(now);
                 }
             }
-            let missing = self.missing(committed, probe.as_ref(), goal.wait_for, loaded_at, now);
+            let mut missing =
+                self.missing(committed, probe.as_ref(), goal.wait_for, loaded_at, now);
+            if missing.is_empty() && now.duration_since(goal.started) < goal.observe_at_least {
+                missing.push("watching for effects of the action".into());
+            }
             if missing.is_empty() {
                 return Ok(verdict(ReadyBy::Quiet, missing));
             }
@@ -157,6 +164,9 @@ impl Tab {
         };
         if let Some(text) = wait_for {
             missing.push(format!("wait_for {text:?} has not appeared"));
+        }
+        if lock(&self.events).main_loading && probe.ready_state == "complete" {
+            missing.push("a navigation is in progress".into());
         }
         if probe.ready_state != "complete" {
             missing.push(format!("load event (document is {})", probe.ready_state));
@@ -217,4 +227,78 @@ fn probe_expression(wait_for: Option<&str>) -> String {
         "window.__wp ? __wp.state({target}) : {{ readyState: document.readyState, quietMs: 1e9, \
          found: {target} === null ? null : !!(document.body && document.body.innerText.includes({target})) }}"
     )
+}
+
+/// How long the page is watched after an action before it may be declared settled.
+pub const ACTION_OBSERVE_MS: u64 = 25;
+/// Upper bound of the wait after an action that did not navigate.
+pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
+
+/// What an action caused, once the page settled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Aftermath {
+    pub navigated: bool,
+    pub ready: Readiness,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dialogs: Vec<super::tab::DialogRecord>,
+}
+
+impl Tab {
+    /// Waits only while the page is busy after an action (capped), then reports what changed.
+    pub async fn settle_after_action(
+        &self,
+        commits_before: u64,
+        timeout: Duration,
+    ) -> ToolResult<Aftermath> {
+        let started = Instant::now();
+        let quick = SettleGoal {
+            wait_for: None,
+            started,
+            timeout: timeout.min(Duration::from_millis(ACTION_SETTLE_MAX_MS)),
+            commits_before: None,
+            observe_at_least: Duration::from_millis(ACTION_OBSERVE_MS),
+        };
+        let mut ready = self.settle(&quick, || Ok(())).await?;
+        let navigated = self.main_commits() > commits_before;
+        if navigated && ready.by == ReadyBy::Timeout {
+            // A navigation gets the caller's whole time limit, as browser_navigate would.
+            let full = SettleGoal { timeout, ..quick };
+            ready = self.settle(&full, || Ok(())).await?;
+        }
+        Ok(Aftermath {
+            navigated,
+            ready,
+            dialogs: self.take_dialogs(),
+        })
+    }
+}
+
+impl Tab {
+    /// Polls until `target` (text or CSS selector) is present — or absent with `gone` — and
+    /// returns whether that happened within `timeout`.
+    pub async fn wait_for_text(
+        &self,
+        target: &str,
+        gone: bool,
+        timeout: Duration,
+    ) -> ToolResult<bool> {
+        let deadline = Instant::now() + timeout;
+        let probe = probe_expression(Some(target));
+        loop {
+            let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+            let found = match self.evaluate_within(&probe, None, Some(limit)).await {
+                Ok(value) => value.get("found").and_then(serde_json::Value::as_bool),
+                Err(error) if error.code == ErrorCode::BrowserUnavailable => return Err(error),
+                Err(_) => None,
+            };
+            if found == Some(!gone) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(SETTLE_POLL_MS).min(deadline - now)).await;
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! across documents, so a ref from an earlier document is recognised (`STALE_REF`) instead of
 //! hitting whatever now carries that number.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chromiumoxide::cdp::browser_protocol::page::FrameId;
 use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
@@ -21,6 +21,8 @@ pub(crate) struct RefBook {
     next: u32,
     /// Refs issued inside cross-origin frames, and the frame that owns each.
     frame_refs: HashMap<u32, FrameId>,
+    /// Refs of the latest full element list, to tell what an action added or removed.
+    last_listed: HashSet<u32>,
 }
 
 impl Default for RefBook {
@@ -28,6 +30,7 @@ impl Default for RefBook {
         Self {
             next: 1,
             frame_refs: HashMap::new(),
+            last_listed: HashSet::new(),
         }
     }
 }
@@ -129,6 +132,32 @@ impl ElementList {
     }
 }
 
+/// How the element list changed since the previous full listing.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElementChanges {
+    /// Lines of elements that were not in the previous list.
+    pub added: Vec<String>,
+    pub removed: usize,
+}
+
+impl Tab {
+    /// Lists the elements again and compares with the previous full list.
+    pub async fn element_changes(&mut self) -> ToolResult<ElementChanges> {
+        let before = self.refs.last_listed.clone();
+        let list = self.elements(None).await?;
+        let now: HashSet<u32> = list.elements.iter().map(|e| e.ref_id).collect();
+        Ok(ElementChanges {
+            added: list
+                .elements
+                .iter()
+                .filter(|e| !before.contains(&e.ref_id))
+                .map(Element::line)
+                .collect(),
+            removed: before.difference(&now).count(),
+        })
+    }
+}
+
 /// What the page agent returns for one document.
 #[derive(Debug, Deserialize)]
 struct FrameSnapshot {
@@ -169,6 +198,9 @@ impl Tab {
         }
         // Visible first; the sort is stable, so document order holds within each group.
         elements.sort_by_key(|e| e.offscreen);
+        if selector.is_none() {
+            self.refs.last_listed = elements.iter().map(|e| e.ref_id).collect();
+        }
         Ok(ElementList {
             elements,
             scroll: main.scroll.unwrap_or_default(),

@@ -12,9 +12,12 @@ use chromiumoxide::cdp::browser_protocol::network::{
 };
 use chromiumoxide::cdp::browser_protocol::page::{
     AddScriptToEvaluateOnNewDocumentParams, DialogType, EventFrameNavigated,
-    EventJavascriptDialogOpening, EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
+    EventFrameStartedLoading, EventFrameStoppedLoading, EventJavascriptDialogOpening,
+    EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExecutionContextId};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    EvaluateParams, ExceptionDetails, ExecutionContextId,
+};
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::task::JoinHandle;
@@ -49,6 +52,17 @@ pub(crate) struct TabEvents {
     pub document_status: Option<i64>,
     /// Dialogs answered since the last `take_dialogs`.
     pub dialogs: Vec<DialogRecord>,
+    /// How to answer the next dialog (`browser_interact action=dialog`); accept by default.
+    pub next_dialog: Option<DialogAnswer>,
+    /// The main frame is loading a new document (set on start, cleared on stop).
+    pub main_loading: bool,
+}
+
+/// A caller's choice for the next JS dialog.
+#[derive(Debug, Clone)]
+pub struct DialogAnswer {
+    pub accept: bool,
+    pub prompt_text: Option<String>,
 }
 
 /// One tab. Dropping it stops its watcher; the page itself is closed by the session.
@@ -128,17 +142,8 @@ impl Tab {
             None => self.browser.cdp("evaluating in the page", call).await?,
         };
         let result = response.result;
-        if let Some(details) = result.exception_details {
-            let message = details
-                .exception
-                .as_ref()
-                .and_then(|e| e.description.clone())
-                .unwrap_or(details.text);
-            return Err(ToolError::new(
-                ErrorCode::InvalidArgument,
-                format!("script error: {message}"),
-            )
-            .with_hint("fix the script; it ran in the page's main world"));
+        if let Some(details) = &result.exception_details {
+            return Err(script_error(details));
         }
         Ok(result.result.value.unwrap_or(serde_json::Value::Null))
     }
@@ -165,9 +170,29 @@ impl Tab {
         std::mem::take(&mut lock(&self.events).dialogs)
     }
 
-    pub(crate) fn main_commits(&self) -> u64 {
+    /// Decides how the next JS dialog of this tab is answered.
+    pub fn answer_next_dialog(&self, answer: DialogAnswer) {
+        lock(&self.events).next_dialog = Some(answer);
+    }
+
+    /// Main-frame commits so far; pass to `settle_after_action` to detect navigations.
+    pub fn main_commits(&self) -> u64 {
         lock(&self.events).main_commits
     }
+}
+
+/// A script's exception as an error an agent can act on.
+pub(crate) fn script_error(details: &ExceptionDetails) -> ToolError {
+    let message = details
+        .exception
+        .as_ref()
+        .and_then(|e| e.description.clone())
+        .unwrap_or_else(|| details.text.clone());
+    ToolError::new(
+        ErrorCode::InvalidArgument,
+        format!("the script threw: {message}"),
+    )
+    .with_hint("fix the script; it runs in the page's main world")
 }
 
 pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEvents> {
@@ -203,6 +228,12 @@ async fn spawn_watcher(
             subscribe,
             page.event_listener::<EventNavigatedWithinDocument>(),
         )
+        .await?;
+    let mut loading_started = browser
+        .cdp(subscribe, page.event_listener::<EventFrameStartedLoading>())
+        .await?;
+    let mut loading_stopped = browser
+        .cdp(subscribe, page.event_listener::<EventFrameStoppedLoading>())
         .await?;
     // Chromium names a page's main frame after its target.
     let main_frame = page.target_id().inner().clone();
@@ -241,8 +272,19 @@ async fn spawn_watcher(
                         lock(&events).main_commits += 1;
                     }
                 }
+                Some(event) = loading_started.next() => {
+                    if *event.frame_id.inner() == main_frame {
+                        lock(&events).main_loading = true;
+                    }
+                }
+                Some(event) = loading_stopped.next() => {
+                    if *event.frame_id.inner() == main_frame {
+                        lock(&events).main_loading = false;
+                    }
+                }
                 Some(event) = dialogs.next() => {
-                    let record = answer_dialog(&page, &event).await;
+                    let answer = lock(&events).next_dialog.take();
+                    let record = answer_dialog(&page, &event, answer).await;
                     lock(&events).dialogs.push(record);
                 }
                 else => break,
@@ -251,13 +293,26 @@ async fn spawn_watcher(
     }))
 }
 
-/// Answers a JS dialog so the page never blocks: alerts and confirms are accepted, prompts
-/// get their default text, and `beforeunload` lets the navigation proceed.
-async fn answer_dialog(page: &Page, event: &EventJavascriptDialogOpening) -> DialogRecord {
-    let mut params = HandleJavaScriptDialogParams::new(true);
-    let answer = match event.r#type {
-        DialogType::Prompt => {
-            let text = event.default_prompt.clone().unwrap_or_default();
+/// Answers a JS dialog so the page never blocks: as the caller asked for this one, else alerts
+/// and confirms are accepted, prompts get their default text, and `beforeunload` lets the
+/// navigation proceed.
+async fn answer_dialog(
+    page: &Page,
+    event: &EventJavascriptDialogOpening,
+    answer: Option<DialogAnswer>,
+) -> DialogRecord {
+    let answer = answer.unwrap_or(DialogAnswer {
+        accept: true,
+        prompt_text: None,
+    });
+    let mut params = HandleJavaScriptDialogParams::new(answer.accept);
+    let described = match (event.r#type.clone(), answer.accept) {
+        (_, false) => "dismissed".to_string(),
+        (DialogType::Prompt, true) => {
+            let text = answer
+                .prompt_text
+                .or_else(|| event.default_prompt.clone())
+                .unwrap_or_default();
             params.prompt_text = Some(text.clone());
             format!("accepted with {text:?}")
         }
@@ -267,6 +322,6 @@ async fn answer_dialog(page: &Page, event: &EventJavascriptDialogOpening) -> Dia
     DialogRecord {
         kind: event.r#type.as_ref().to_string(),
         message: event.message.clone(),
-        answer,
+        answer: described,
     }
 }

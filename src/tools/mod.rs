@@ -5,6 +5,7 @@
 //! descriptions) and a short handler calling into `browser` or `web`. Concerns common to all
 //! tools — argument parsing with field-naming errors, timing, tracing — live here, once.
 
+mod interact;
 mod navigate;
 pub mod paging;
 mod read;
@@ -139,6 +140,7 @@ impl Registry {
         let tools: Vec<Box<dyn DynTool>> = vec![
             Box::new(navigate::Navigate),
             Box::new(read::Read),
+            Box::new(interact::Interact),
             Box::new(tabs::Tabs),
         ];
         Self {

@@ -33,16 +33,16 @@ static HARNESS: OnceLock<Harness> = OnceLock::new();
 
 /// The binary's shared harness, started on first use.
 pub fn harness() -> &'static Harness {
-    HARNESS.get_or_init(|| {
-        // The harness lives until the process exits; make sure its Chromium goes with it.
-        unsafe { libc::atexit(kill_browser_at_exit) };
-        start(Config::default())
-    })
+    HARNESS.get_or_init(|| start(Config::default()))
 }
 
-extern "C" fn kill_browser_at_exit() {
-    if let Some(harness) = HARNESS.get() {
-        harness.app.browser.pool.kill_now();
+/// Every service started by this test binary; their browsers are killed when it exits, since
+/// the harnesses live in statics that are never dropped.
+static STARTED: std::sync::Mutex<Vec<App>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn kill_browsers_at_exit() {
+    if let Ok(apps) = STARTED.lock() {
+        apps.iter().for_each(|app| app.browser.pool.kill_now());
     }
 }
 
@@ -60,6 +60,12 @@ pub fn start(mut config: Config) -> Harness {
             config.data_dir = data_dir.path().to_path_buf();
             config.port = 0;
             let app = App::new(config);
+            let mut started = STARTED.lock().unwrap();
+            if started.is_empty() {
+                unsafe { libc::atexit(kill_browsers_at_exit) };
+            }
+            started.push(app.clone());
+            drop(started);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind api");
@@ -98,7 +104,7 @@ fn fixtures_dir() -> PathBuf {
 /// `/status/{code}`.
 async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String) {
     let router = Router::new()
-        .route("/hang", get(|| std::future::pending::<&'static str>()))
+        .route("/hang", get(std::future::pending::<&'static str>))
         .route("/status/{code}", get(status_page))
         .route("/{*path}", get(fixture_file))
         .with_state(other_origin);

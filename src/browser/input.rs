@@ -1,0 +1,523 @@
+//! Acting on elements by ref: click, type, keys, select, upload, hover, scroll, evaluate.
+//!
+//! Pointer actions use real CDP input events at the element's centre after checking that the
+//! element is visible, enabled and not covered (a covered target is an error, never a click on
+//! whatever lies on top). Elements inside cross-origin frames, whose position the top document
+//! cannot know, get DOM events instead.
+
+use std::path::PathBuf;
+
+use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
+    InsertTextParams, MouseButton,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, RemoteObjectType,
+};
+use chromiumoxide::keys::USKEYBOARD_LAYOUT;
+use chromiumoxide::layout::Point;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::tab::{Tab, script_error};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// Scrolls the element into view if needed and checks it can take a pointer event at its centre.
+/// Returns the centre in top-viewport CSS pixels, or `local: true` inside cross-origin frames.
+const POINTER_TARGET_JS: &str = r#"(el) => {
+  const view = el.ownerDocument.defaultView;
+  let r = el.getBoundingClientRect();
+  if (r.top < 0 || r.left < 0 || r.bottom > view.innerHeight || r.right > view.innerWidth) {
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    r = el.getBoundingClientRect();
+  }
+  const style = view.getComputedStyle(el);
+  if (r.width === 0 || r.height === 0 || style.visibility === 'hidden' || style.display === 'none') {
+    return { problem: 'invisible', detail: 'it has no visible box' };
+  }
+  if (el.disabled || el.getAttribute('aria-disabled') === 'true') return { problem: 'disabled' };
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  let hit = (el.getRootNode().elementFromPoint ? el.getRootNode() : el.ownerDocument).elementFromPoint(x, y);
+  while (hit && hit.shadowRoot) {
+    const inner = hit.shadowRoot.elementFromPoint(x, y);
+    if (!inner || inner === hit) break;
+    hit = inner;
+  }
+  const within = (node) => { for (let n = node; n; n = n.parentNode || n.host) if (n === el) return true; return false; };
+  if (hit && !within(hit) && !(hit.control === el) && !(el.labels && Array.from(el.labels).includes(hit))) {
+    const text = (hit.innerText || '').replace(/\s+/g, ' ').trim().slice(0, 60);
+    const id = hit.id ? '#' + hit.id : '';
+    const cls = typeof hit.className === 'string' && hit.className.trim() ? '.' + hit.className.trim().split(/\s+/).join('.') : '';
+    return { problem: 'covered', detail: `<${hit.tagName.toLowerCase()}${id}${cls}>` + (text ? ` "${text}"` : '') };
+  }
+  let ox = 0, oy = 0;
+  for (let w = view; w !== w.parent; w = w.parent) {
+    let frame = null;
+    try { frame = w.frameElement; } catch (e) { frame = null; }
+    if (!frame) return { local: true };
+    const fr = frame.getBoundingClientRect();
+    const fs = w.parent.getComputedStyle(frame);
+    ox += fr.left + parseFloat(fs.borderLeftWidth) + parseFloat(fs.paddingLeft);
+    oy += fr.top + parseFloat(fs.borderTopWidth) + parseFloat(fs.paddingTop);
+  }
+  return { x: x + ox, y: y + oy };
+}"#;
+
+#[derive(Debug, Deserialize)]
+struct PointerTarget {
+    x: Option<f64>,
+    y: Option<f64>,
+    #[serde(default)]
+    local: bool,
+    problem: Option<String>,
+    detail: Option<String>,
+}
+
+/// Where a pointer action lands.
+enum Aim {
+    /// Real input events at these top-viewport coordinates.
+    At(Point),
+    /// Inside a cross-origin frame: DOM events on the element.
+    Dom,
+}
+
+impl Tab {
+    async fn aim(&self, ref_id: u32, verb: &str) -> ToolResult<Aim> {
+        let target: PointerTarget =
+            serde_json::from_value(self.on_element(ref_id, POINTER_TARGET_JS).await?)
+                .map_err(|e| ToolError::internal(format!("unexpected pointer target: {e}")))?;
+        if let Some(problem) = target.problem {
+            let detail = target.detail.unwrap_or_default();
+            let (message, hint) = match problem.as_str() {
+                "covered" => (
+                    format!("cannot {verb} [{ref_id}]: it is covered by {detail}"),
+                    "close or dismiss what covers it (a dialog, banner or overlay), then take a new snapshot",
+                ),
+                "disabled" => (
+                    format!("cannot {verb} [{ref_id}]: it is disabled"),
+                    "fill in what the form needs first, then take a new snapshot",
+                ),
+                _ => (
+                    format!("cannot {verb} [{ref_id}]: it is not visible ({detail})"),
+                    "open the menu or section that holds it, then take a new snapshot",
+                ),
+            };
+            return Err(ToolError::new(ErrorCode::InvalidArgument, message).with_hint(hint));
+        }
+        match (target.x, target.y, target.local) {
+            (Some(x), Some(y), false) => Ok(Aim::At(Point { x, y })),
+            _ => Ok(Aim::Dom),
+        }
+    }
+
+    /// Clicks the element with real mouse events at its centre.
+    pub async fn click(&self, ref_id: u32) -> ToolResult<()> {
+        match self.aim(ref_id, "click").await? {
+            Aim::At(point) => {
+                self.browser.cdp("clicking", self.page.click(point)).await?;
+            }
+            Aim::Dom => {
+                self.on_element(ref_id, "(el) => { el.focus(); el.click(); }")
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the mouse over the element.
+    pub async fn hover(&self, ref_id: u32) -> ToolResult<()> {
+        match self.aim(ref_id, "hover").await? {
+            Aim::At(point) => {
+                self.browser
+                    .cdp("hovering", self.page.move_mouse(point))
+                    .await?;
+            }
+            Aim::Dom => {
+                let events = "(el) => ['pointerover', 'mouseover', 'pointerenter', 'mouseenter', 'mousemove']\
+                    .forEach((t) => el.dispatchEvent(new MouseEvent(t, { bubbles: !t.endsWith('enter') })))";
+                self.on_element(ref_id, events).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Types `text` into the element: focuses it, optionally clears it, inserts the text as
+    /// trusted input, and optionally presses Enter.
+    pub async fn type_text(
+        &self,
+        ref_id: u32,
+        text: &str,
+        clear: bool,
+        submit: bool,
+    ) -> ToolResult<()> {
+        let prepare = format!(
+            "(el) => {{ if (!(el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName))) return 'not editable'; \
+             if (el.disabled || el.readOnly) return 'read-only'; el.focus(); \
+             if ({clear}) {{ if (el.isContentEditable) {{ el.textContent = ''; }} else {{ \
+               const proto = el.tagName === 'INPUT' ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype; \
+               Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, ''); }} \
+               el.dispatchEvent(new Event('input', {{ bubbles: true }})); }} \
+             else if (!el.isContentEditable) {{ const end = el.value.length; try {{ el.setSelectionRange(end, end); }} catch (e) {{}} }} \
+             return 'ok'; }}"
+        );
+        let outcome = self.on_element(ref_id, &prepare).await?;
+        match outcome.as_str() {
+            Some("ok") => {}
+            Some(problem) => {
+                return Err(ToolError::invalid(format!(
+                    "cannot type into [{ref_id}]: it is {problem}"
+                ))
+                .with_hint(
+                    "type into a textbox, searchbox or editable element from mode=elements",
+                ));
+            }
+            None => return Err(ToolError::internal("unexpected answer while focusing")),
+        }
+        if !text.is_empty() {
+            self.browser
+                .cdp("typing", self.page.execute(InsertTextParams::new(text)))
+                .await?;
+        }
+        if submit {
+            self.press_chord("Enter").await?;
+        }
+        Ok(())
+    }
+
+    /// Presses keys: chords like `Control+A` or `Shift+Tab`, several separated by spaces.
+    /// With a ref, the element is focused first.
+    pub async fn send_keys(&self, keys: &str, ref_id: Option<u32>) -> ToolResult<()> {
+        let chords: Vec<&str> = keys.split_whitespace().collect();
+        if chords.is_empty() {
+            return Err(ToolError::invalid("field `keys` is empty"));
+        }
+        for chord in &chords {
+            parse_chord(chord)?;
+        }
+        if let Some(ref_id) = ref_id {
+            self.on_element(ref_id, "(el) => el.focus()").await?;
+        }
+        for chord in chords {
+            self.press_chord(chord).await?;
+        }
+        Ok(())
+    }
+
+    async fn press_chord(&self, chord: &str) -> ToolResult<()> {
+        let (modifiers, key) = parse_chord(chord)?;
+        // A single uppercase letter types itself in uppercase, as on a keyboard with Shift.
+        let upper = chord.chars().count() == 1 && chord.chars().all(char::is_uppercase);
+        let mut held = 0;
+        for (name, bit) in &modifiers {
+            held |= bit;
+            self.key_event(DispatchKeyEventType::RawKeyDown, name, held, None)
+                .await?;
+        }
+        let definition = key_definition(&key).expect("parse_chord checked the key");
+        // Text is only produced without Control/Alt/Meta (Shift alone still types).
+        let text = (held & !SHIFT == 0)
+            .then(|| key_text(&key, upper || held & SHIFT != 0))
+            .flatten();
+        let down = if text.is_some() {
+            DispatchKeyEventType::KeyDown
+        } else {
+            DispatchKeyEventType::RawKeyDown
+        };
+        self.key_event(down, definition.key, held, text.as_deref())
+            .await?;
+        self.key_event(DispatchKeyEventType::KeyUp, definition.key, held, None)
+            .await?;
+        for (name, bit) in modifiers.iter().rev() {
+            held &= !bit;
+            self.key_event(DispatchKeyEventType::KeyUp, name, held, None)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn key_event(
+        &self,
+        kind: DispatchKeyEventType,
+        key: &str,
+        modifiers: i64,
+        text: Option<&str>,
+    ) -> ToolResult<()> {
+        let definition = key_definition(key)
+            .ok_or_else(|| ToolError::invalid(format!("unknown key {key:?}")))?;
+        let params = DispatchKeyEventParams {
+            r#type: kind,
+            modifiers: Some(modifiers),
+            text: text.map(str::to_string),
+            unmodified_text: text.map(str::to_string),
+            code: Some(definition.code.to_string()),
+            key: Some(definition.key.to_string()),
+            windows_virtual_key_code: Some(definition.key_code),
+            native_virtual_key_code: Some(definition.key_code),
+            timestamp: None,
+            key_identifier: None,
+            auto_repeat: None,
+            is_keypad: None,
+            is_system_key: None,
+            location: None,
+            commands: None,
+        };
+        self.browser
+            .cdp("pressing a key", self.page.execute(params))
+            .await?;
+        Ok(())
+    }
+
+    /// Selects an option of a `<select>` by value or visible label and fires `input`/`change`.
+    pub async fn select(&self, ref_id: u32, option: &str) -> ToolResult<Value> {
+        let script = format!(
+            "(el) => {{ if (el.tagName !== 'SELECT') return {{ problem: 'it is not a select' }}; \
+             const want = {want}; const norm = (s) => s.replace(/\\s+/g, ' ').trim().toLowerCase(); \
+             const opts = Array.from(el.options); \
+             const o = opts.find((o) => o.value === want) || opts.find((o) => o.label === want || o.text === want) \
+               || opts.find((o) => norm(o.label) === norm(want)) || opts.find((o) => norm(o.label).includes(norm(want))); \
+             if (!o) return {{ problem: 'no option matches', options: opts.map((o) => o.label).slice(0, 30) }}; \
+             if (o.disabled) return {{ problem: 'that option is disabled' }}; \
+             el.focus(); o.selected = true; \
+             el.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+             el.dispatchEvent(new Event('change', {{ bubbles: true }})); \
+             return {{ value: o.value, label: o.label }}; }}",
+            want = serde_json::to_string(option).unwrap_or_default()
+        );
+        let outcome = self.on_element(ref_id, &script).await?;
+        if let Some(problem) = outcome.get("problem").and_then(Value::as_str) {
+            let mut error =
+                ToolError::invalid(format!("cannot select {option:?} in [{ref_id}]: {problem}"));
+            if let Some(options) = outcome.get("options") {
+                error = error.with_hint(format!("options are: {options}"));
+            }
+            return Err(error);
+        }
+        Ok(outcome)
+    }
+
+    /// The options of a `<select>` (value, label, selected, disabled).
+    pub async fn options(&self, ref_id: u32) -> ToolResult<Value> {
+        let script = "(el) => el.tagName !== 'SELECT' ? null : Array.from(el.options).map((o) => \
+            ({ value: o.value, label: o.label, selected: o.selected, disabled: o.disabled }))";
+        let options = self.on_element(ref_id, script).await?;
+        if options.is_null() {
+            return Err(ToolError::invalid(format!("[{ref_id}] is not a select")));
+        }
+        Ok(options)
+    }
+
+    /// Puts local files into an `<input type=file>` (fires `input` and `change`).
+    pub async fn upload(&self, ref_id: u32, paths: &[PathBuf]) -> ToolResult<()> {
+        for path in paths {
+            if !path.is_file() {
+                return Err(ToolError::invalid(format!(
+                    "field `paths`: {} is not a readable file",
+                    path.display()
+                )));
+            }
+        }
+        let is_file_input = self
+            .on_element(
+                ref_id,
+                "(el) => el.tagName === 'INPUT' && el.type === 'file'",
+            )
+            .await?;
+        if is_file_input != json!(true) {
+            return Err(ToolError::invalid(format!(
+                "[{ref_id}] is not a file input"
+            )));
+        }
+        let target = self.locate_ref(ref_id).await?;
+        let mut find = EvaluateParams::new(format!("__wp.resolve({}).el", target.ref_id));
+        find.context_id = target.context;
+        let found = self
+            .browser
+            .cdp("finding the file input", self.page.execute(find))
+            .await?;
+        let object_id = found
+            .result
+            .result
+            .object_id
+            .clone()
+            .ok_or_else(|| ToolError::internal("the file input has no object id"))?;
+        let files = paths
+            .iter()
+            .map(|p| {
+                std::fs::canonicalize(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let mut params = SetFileInputFilesParams::new(files);
+        params.object_id = Some(object_id);
+        self.browser
+            .cdp("setting files", self.page.execute(params))
+            .await?;
+        Ok(())
+    }
+
+    /// Scrolls an element into view, or the page by `dx`/`dy` pixels with a real wheel event.
+    pub async fn scroll(&self, ref_id: Option<u32>, dx: f64, dy: f64) -> ToolResult<Value> {
+        if let Some(ref_id) = ref_id {
+            self.on_element(
+                ref_id,
+                "(el) => el.scrollIntoView({ block: 'center', behavior: 'instant' })",
+            )
+            .await?;
+        } else {
+            let size = self.evaluate_raw("[innerWidth, innerHeight]", None).await?;
+            let half = |i: usize| size[i].as_f64().unwrap_or(400.0) / 2.0;
+            let mut wheel =
+                DispatchMouseEventParams::new(DispatchMouseEventType::MouseWheel, half(0), half(1));
+            wheel.delta_x = Some(dx);
+            wheel.delta_y = Some(dy);
+            wheel.button = Some(MouseButton::None);
+            self.browser
+                .cdp("scrolling", self.page.execute(wheel))
+                .await?;
+        }
+        self.evaluate_raw(
+            "({ x: Math.round(scrollX), y: Math.round(scrollY), height: document.documentElement.scrollHeight })",
+            None,
+        )
+        .await
+    }
+
+    /// Runs a script in the page: an expression or statements (the last value is returned), or a
+    /// function literal, which is called. Promises are awaited; the value comes back as JSON.
+    pub async fn evaluate_script(&self, script: &str) -> ToolResult<Value> {
+        let mut first = EvaluateParams::new(script);
+        first.await_promise = Some(true);
+        first.return_by_value = Some(false);
+        let response = self
+            .browser
+            .cdp("evaluating", self.page.execute(first))
+            .await?;
+        let result = &response.result;
+        if let Some(details) = &result.exception_details {
+            return Err(script_error(details));
+        }
+        let object = &result.result;
+        let Some(object_id) = object.object_id.clone() else {
+            return Ok(object.value.clone().unwrap_or(Value::Null));
+        };
+        let is_function = object.r#type == RemoteObjectType::Function;
+        let body = if is_function {
+            "function () { return this(); }"
+        } else {
+            "function () { return this; }"
+        };
+        let mut call = CallFunctionOnParams::new(body);
+        call.object_id = Some(object_id);
+        call.await_promise = Some(true);
+        call.return_by_value = Some(true);
+        let value = self
+            .browser
+            .cdp("evaluating", self.page.execute(call))
+            .await?;
+        if let Some(details) = &value.result.exception_details {
+            return Err(script_error(details));
+        }
+        Ok(value.result.result.value.clone().unwrap_or(Value::Null))
+    }
+}
+
+const ALT: i64 = 1;
+const CONTROL: i64 = 2;
+const META: i64 = 4;
+const SHIFT: i64 = 8;
+
+/// Splits `Control+Shift+K` into its modifiers (with CDP bits) and the key.
+fn parse_chord(chord: &str) -> ToolResult<(Vec<(&'static str, i64)>, String)> {
+    let parts: Vec<&str> = chord.split('+').collect();
+    let (key, modifier_names) = match parts.split_last() {
+        // "Control++" and "+" press the plus key itself.
+        Some((last, rest)) if last.is_empty() && !rest.is_empty() => ("+", &rest[..rest.len() - 1]),
+        Some((last, rest)) => (*last, rest),
+        None => return Err(ToolError::invalid("field `keys` is empty")),
+    };
+    let mut modifiers = Vec::new();
+    for name in modifier_names {
+        let modifier = match name.to_ascii_lowercase().as_str() {
+            "control" | "ctrl" => ("Control", CONTROL),
+            "shift" => ("Shift", SHIFT),
+            "alt" | "option" => ("Alt", ALT),
+            "meta" | "cmd" | "command" | "super" => ("Meta", META),
+            _ => return Err(unknown_key(name)),
+        };
+        modifiers.push(modifier);
+    }
+    let key = canonical_key(key);
+    key_definition(&key).ok_or_else(|| unknown_key(&key))?;
+    Ok((modifiers, key))
+}
+
+fn unknown_key(name: &str) -> ToolError {
+    ToolError::invalid(format!("field `keys`: unknown key {name:?}")).with_hint(
+        "use key names like Enter, Tab, Escape, Backspace, ArrowDown, PageDown, a, 1, chords like Control+A",
+    )
+}
+
+fn canonical_key(key: &str) -> String {
+    let alias = match key.to_ascii_lowercase().as_str() {
+        "esc" => "Escape",
+        "return" => "Enter",
+        "space" => " ",
+        "up" => "ArrowUp",
+        "down" => "ArrowDown",
+        "left" => "ArrowLeft",
+        "right" => "ArrowRight",
+        "del" => "Delete",
+        "pgup" => "PageUp",
+        "pgdn" => "PageDown",
+        _ => "",
+    };
+    if !alias.is_empty() {
+        return alias.to_string();
+    }
+    // Single letters are named by their lowercase key; Shift makes them uppercase.
+    if key.chars().count() == 1 {
+        return key.to_lowercase();
+    }
+    // Named keys are case-insensitive ("enter" = "Enter").
+    USKEYBOARD_LAYOUT
+        .iter()
+        .find(|d| d.key.eq_ignore_ascii_case(key))
+        .map_or_else(|| key.to_string(), |d| d.key.to_string())
+}
+
+fn key_definition(key: &str) -> Option<&'static chromiumoxide::keys::KeyDefinition> {
+    USKEYBOARD_LAYOUT.iter().find(|d| d.key == key)
+}
+
+/// The text a key types, if any.
+fn key_text(key: &str, shift: bool) -> Option<String> {
+    match key {
+        "Enter" => Some("\r".into()),
+        _ if key.chars().count() == 1 => Some(if shift {
+            key.to_uppercase()
+        } else {
+            key.to_string()
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chords_parse_with_aliases() {
+        let (mods, key) = parse_chord("Ctrl+Shift+a").unwrap();
+        assert_eq!(mods, vec![("Control", CONTROL), ("Shift", SHIFT)]);
+        assert_eq!(key, "a");
+        assert_eq!(parse_chord("Control+A").unwrap().1, "a");
+        assert_eq!(parse_chord("enter").unwrap().1, "Enter");
+        assert_eq!(parse_chord("Esc").unwrap().1, "Escape");
+        assert!(parse_chord("Hyper+x").is_err());
+        assert!(parse_chord("NoSuchKey").is_err());
+    }
+}

@@ -1,0 +1,298 @@
+//! browser_interact against real Chromium: acting by ref, and what the result reports.
+
+mod common;
+
+use common::{element_lines, fails, harness, ok, open, ref_of};
+use serde_json::json;
+
+async fn act(session: &str, args: serde_json::Value) -> serde_json::Value {
+    let mut args = args;
+    args["session"] = json!(session);
+    ok("browser_interact", args).await
+}
+
+async fn text_of(session: &str) -> String {
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "text", "max_tokens": 100000 }),
+    )
+    .await;
+    read["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn click_add_to_cart_updates_the_count_without_extra_waits() {
+    let s = "act-cart";
+    open(s, "spa.html").await;
+    let add = ref_of(&element_lines(s).await, "Add Item 07 to cart");
+    let result = act(s, json!({ "action": "click", "ref": add })).await;
+    assert_eq!(result["navigated"], false, "{result:#}");
+    assert!(text_of(s).await.contains("Cart: 1 item"));
+}
+
+#[tokio::test]
+async fn type_with_submit_filters_the_list() {
+    let s = "act-type";
+    open(s, "spa.html").await;
+    let search = ref_of(&element_lines(s).await, "searchbox \"Search items\"");
+    let result = act(
+        s,
+        json!({ "action": "type", "ref": search, "text": "Item 4", "submit": true }),
+    )
+    .await;
+    assert!(
+        result["elements_removed"].as_u64().unwrap() >= 40,
+        "{result:#}"
+    );
+    assert!(text_of(s).await.contains("Showing 10 of 50 items"));
+    let lines = element_lines(s).await;
+    assert!(
+        lines.iter().any(|l| l.contains("value=\"Item 4\"")),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn select_by_label_runs_the_onchange_handler() {
+    let s = "act-select";
+    open(s, "form.html").await;
+    let country = ref_of(&element_lines(s).await, "combobox \"Country\"");
+    let options = act(s, json!({ "action": "options", "ref": country })).await;
+    assert_eq!(options["options"].as_array().unwrap().len(), 4);
+    let result = act(
+        s,
+        json!({ "action": "select", "ref": country, "option": "Germany" }),
+    )
+    .await;
+    assert_eq!(result["selected"]["value"], "de");
+    assert!(text_of(s).await.contains("Chose: de"));
+    let error = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "select", "ref": country, "option": "Atlantis" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(error["error"]["hint"].as_str().unwrap().contains("France"));
+}
+
+#[tokio::test]
+async fn send_keys_tab_and_enter_drive_a_form() {
+    let s = "act-keys";
+    open(s, "form.html").await;
+    let first = ref_of(&element_lines(s).await, "textbox \"First name\"");
+    act(s, json!({ "action": "type", "ref": first, "text": "Ada" })).await;
+    act(s, json!({ "action": "send_keys", "keys": "Tab" })).await;
+    act(s, json!({ "action": "send_keys", "keys": "L o v e" })).await;
+    act(s, json!({ "action": "send_keys", "keys": "Enter" })).await;
+    assert!(
+        text_of(s).await.contains("Submitted: Ada / Love"),
+        "{}",
+        text_of(s).await
+    );
+}
+
+#[tokio::test]
+async fn upload_shows_the_file_name_and_size() {
+    let s = "act-upload";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, b"twelve bytes").unwrap();
+    open(s, "form.html").await;
+    let input = ref_of(&element_lines(s).await, "Attachment");
+    act(
+        s,
+        json!({ "action": "upload", "ref": input, "paths": [path] }),
+    )
+    .await;
+    assert!(text_of(s).await.contains("Picked notes.txt (12 bytes)"));
+    fails(
+        "browser_interact",
+        json!({ "session": s, "action": "upload", "ref": input, "paths": ["/no/such/file"] }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hover_reveals_a_menu() {
+    let s = "act-hover";
+    open(s, "form.html").await;
+    let lines = element_lines(s).await;
+    assert!(!lines.iter().any(|l| l.contains("Laptops")));
+    let products = ref_of(&lines, "button \"Products\"");
+    let result = act(s, json!({ "action": "hover", "ref": products })).await;
+    assert!(
+        result["added"]
+            .as_str()
+            .unwrap_or("")
+            .contains("link \"Laptops\""),
+        "{result:#}"
+    );
+}
+
+#[tokio::test]
+async fn scroll_loads_more_items_on_an_infinite_page() {
+    let s = "act-scroll";
+    open(s, "scroll.html").await;
+    assert!(text_of(s).await.contains("20 posts loaded"));
+    for _ in 0..3 {
+        act(
+            s,
+            json!({ "action": "scroll", "direction": "down", "amount": 2000 }),
+        )
+        .await;
+    }
+    let text = text_of(s).await;
+    assert!(
+        !text.contains("20 posts loaded"),
+        "more posts should load: {}",
+        &text[text.len() - 40..]
+    );
+}
+
+#[tokio::test]
+async fn wait_for_text_that_appears_after_a_second() {
+    let s = "act-wait";
+    open(s, "form.html").await;
+    let start = ref_of(&element_lines(s).await, "Start timer");
+    act(s, json!({ "action": "click", "ref": start })).await;
+    let waited = act(
+        s,
+        json!({ "action": "wait", "until": "Arrived after a second" }),
+    )
+    .await;
+    assert!(waited["waited_ms"].as_u64().unwrap() < 5000);
+    fails(
+        "browser_interact",
+        json!({ "session": s, "action": "wait", "until": "Never comes", "timeout_ms": 300 }),
+        "TIMEOUT",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn dialogs_are_reported_and_answered_as_asked() {
+    let s = "act-dialogs";
+    open(s, "dialogs.html").await;
+    let lines = element_lines(s).await;
+    let alert = act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "Alert me") }),
+    )
+    .await;
+    assert_eq!(
+        alert["dialogs"][0]["message"], "Just so you know",
+        "{alert:#}"
+    );
+    act(s, json!({ "action": "dialog", "accept": false })).await;
+    act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "Confirm me") }),
+    )
+    .await;
+    assert!(text_of(s).await.contains("confirm=false"));
+    act(
+        s,
+        json!({ "action": "dialog", "accept": true, "prompt_text": "Grace" }),
+    )
+    .await;
+    let prompt = act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "Prompt me") }),
+    )
+    .await;
+    assert_eq!(prompt["dialogs"][0]["type"], "prompt");
+    assert!(text_of(s).await.contains("prompt=Grace"));
+}
+
+#[tokio::test]
+async fn clicking_a_link_reports_the_navigation_and_new_tabs() {
+    let s = "act-links";
+    open(s, "links.html").await;
+    let lines = element_lines(s).await;
+    let blank = act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "New tab link") }),
+    )
+    .await;
+    assert_eq!(
+        blank["new_tabs"].as_array().map(Vec::len),
+        Some(1),
+        "{blank:#}"
+    );
+    let go = act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "Go to B") }),
+    )
+    .await;
+    assert_eq!(go["navigated"], true, "{go:#}");
+    assert_eq!(go["title"], "History B");
+    let stale = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": ref_of(&lines, "Go to B") }),
+        "STALE_REF",
+    )
+    .await;
+    assert!(
+        stale["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("browser_read")
+    );
+}
+
+#[tokio::test]
+async fn bad_refs_and_covered_targets_are_clear_errors() {
+    let s = "act-errors";
+    open(s, "form.html").await;
+    let lines = element_lines(s).await;
+    fails(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": 99999 }),
+        "NO_SUCH_REF",
+    )
+    .await;
+    let covered = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": ref_of(&lines, "Under the overlay") }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        covered["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("covered by <div#overlay>"),
+        "{covered:#}"
+    );
+    let missing = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "type", "ref": 1 }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    let message = missing["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`text`") && message.contains("type"),
+        "{message}"
+    );
+    let thrown = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "evaluate", "script": "throw new Error('boom here')" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        thrown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("boom here")
+    );
+    let value = ok(
+        "browser_interact",
+        json!({ "session": s, "action": "evaluate", "script": "() => document.title + '!'" }),
+    )
+    .await;
+    assert_eq!(value["value"], "Form!");
+    let _ = harness();
+}
