@@ -19,6 +19,10 @@ OP_TARGETS = {
     "navigate_spa_ready/webpilot_navigate_only": ("navigate_spa_ready", 1.10, "<= 1.1x peer navigate+wait_for"),
     "navigate_spa_ready/webpilot_navigate_wait_for": ("navigate_spa_ready", 0.95, "<= 0.95x peer navigate+wait_for"),
     "snapshot_elements": ("snapshot_elements", 1.0, "<= peer (200-element list)"),
+    "click_button": ("click_button", 0.25, "<= 0.25x peer browser_click (until settled)"),
+    "type_search": ("type_search", 1.0, "<= peer browser_type"),
+    "login_flow": ("login_flow", 0.40, "<= 0.4x peer (navigate, read, fill, submit, welcome)"),
+    "screenshot": ("screenshot", 1.0, "<= peer (viewport PNG)"),
 }
 SNAPSHOT_CHARS_FACTOR = 0.5
 ELEMENTS_ON_PAGE = 200
@@ -174,6 +178,10 @@ def main():
         wv, pv = size(ws, f"{key}.response_chars"), size(ps, f"{key}.response_chars")
         p(f"| {label} | {'n/a' if wv is None else f'{wv:.0f}'} | {'n/a' if pv is None else f'{pv:.0f}'} | "
           f"{fmt_ratio(ratio(wv, pv))} | | |")
+    wv, pv = size(ws, "screenshot.image_bytes"), size(ps, "screenshot.image_bytes")
+    if wv is not None or pv is not None:
+        p(f"| screenshot PNG bytes (viewport) | {'n/a' if wv is None else f'{wv:.0f}'} | "
+          f"{'n/a' if pv is None else f'{pv:.0f}'} | {fmt_ratio(ratio(wv, pv))} | | |")
     wt, pt = wp["startup"].get("tools_chars"), peer["startup"].get("tools_chars")
     ok = None if wt is None else wt <= TOOLS_CHARS_MAX
     if ok is False:

@@ -10,7 +10,13 @@ peer's tool-neutral `bench_common.py`, which is imported from the shared checkou
 (the peer's venv has it). Stdlib HTTP only (one keep-alive connection, like the peer's one stdio pipe).
 
 Differences from the peer driver, all recorded in the JSON (`describe`, `not_implemented`):
-- Tools webpilot does not have yet (click, type, fill_form, screenshot, cookies) raise
+- click/type are browser_interact action=click/type by the integer ref of the element list
+  (type: clear true, no submit); fill_form is one browser_interact type per field (webpilot has no
+  multi-field form tool), timed as a whole. Interact waits only while the page is busy, so the login
+  click returns with navigated=true once /account is ready.
+- screenshot is browser_screenshot with body {} and Accept: image/png (raw PNG body; image bytes
+  recorded like the peer's), used only when GET /api/tools lists it.
+- Tools webpilot does not have yet (screenshot while unlisted, cookies) raise
   NotImplementedError; the operation they are part of stops there and its remaining rows are
   reported as n/a instead of failing the repetition.
 - `snapshot` is `browser_read mode=elements` (all elements, one budget large enough for the page);
@@ -204,9 +210,13 @@ class Webpilot:
             return f"unknown ({e})"
 
     # -- plumbing -------------------------------------------------------------
-    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float = HTTP_TIMEOUT_S):
-        """One request on a keep-alive connection (reconnects once if the server dropped it)."""
+    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float = HTTP_TIMEOUT_S,
+                 accept: str | None = None, raw: bool = False):
+        """One request on a keep-alive connection (reconnects once if the server dropped it).
+        Returns (status, text), or (status, bytes, content-type) when raw."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
+        if accept:
+            headers["Accept"] = accept
         for attempt in (0, 1):
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -216,7 +226,10 @@ class Webpilot:
                     self.conn.sock.settimeout(timeout)
                 self.conn.request(method, path, body=body, headers=headers)
                 r = self.conn.getresponse()
-                return r.status, r.read().decode("utf-8")
+                data = r.read()
+                if raw:
+                    return r.status, data, r.getheader("Content-Type", "")
+                return r.status, data.decode("utf-8")
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.conn.close()
                 self.conn = None
@@ -314,17 +327,55 @@ class Webpilot:
                   if have else f"webpilot has no {tool} tool yet")
         raise NotImplementedError(f"{what}: {detail}")
 
+    def _interact(self, args: dict) -> tuple[str, dict]:
+        """browser_interact; follows a navigation it reports (for the snapshot's page key)."""
+        body, data = self.call_raw("browser_interact", args)
+        self.last = data
+        if data.get("navigated") and data.get("url"):
+            self.page = urlsplit(data["url"]).path
+        ready = data.get("ready") or {}
+        if isinstance(ready.get("after_ms"), (int, float)):
+            self._size(f"interact_{args['action']}.ready_after_ms", ready["after_ms"])
+        return body, data
+
+    @staticmethod
+    def _ref_int(ref) -> int:
+        return int(ref)
+
     async def click(self, ref, description):
-        self._missing("click", "browser_interact")
+        if "browser_interact" not in self.tool_names:
+            self._missing("click", "browser_interact")
+        body, _ = self._interact({"action": "click", "ref": self._ref_int(ref)})
+        return bc.Resp(body)
 
     async def type(self, ref, text, description):
-        self._missing("type", "browser_interact")
+        if "browser_interact" not in self.tool_names:
+            self._missing("type", "browser_interact")
+        body, _ = self._interact({"action": "type", "ref": self._ref_int(ref), "text": text, "clear": True})
+        return bc.Resp(body)
 
     async def fill_form(self, fields):
-        self._missing("fill_form", "browser_interact")
+        """One browser_interact type per field (webpilot has no multi-field form tool); the
+        response is the concatenation of the per-field results."""
+        if "browser_interact" not in self.tool_names:
+            self._missing("fill_form", "browser_interact")
+        bodies = []
+        for f in fields:
+            body, _ = self._interact({"action": "type", "ref": self._ref_int(f["ref"]), "text": f["value"],
+                                      "clear": True})
+            bodies.append(body)
+        return bc.Resp("\n".join(bodies))
 
     async def screenshot(self):
-        self._missing("screenshot", "browser_screenshot")
+        """browser_screenshot with Accept: image/png: the body is the PNG itself."""
+        if "browser_screenshot" not in self.tool_names:
+            self._missing("screenshot", "browser_screenshot")
+        status, data, ctype = self._request("POST", "/api/tools/browser_screenshot", b"{}",
+                                            accept="image/png", raw=True)
+        if status >= 400 or not ctype.startswith("image/png") or not data.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise WebpilotError(f"POST /api/tools/browser_screenshot {{}} (Accept: image/png) -> HTTP {status} "
+                                f"{ctype}: {data[:300]!r}")
+        return bc.Resp("", len(data))
 
     async def cookies(self):
         self._missing("cookies", "browser_cookies")

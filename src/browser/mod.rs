@@ -4,6 +4,9 @@
 //! Invariants: every CDP call runs under a timeout and fails fast with `BROWSER_UNAVAILABLE`
 //! when Chromium dies; a ref is never retargeted to a different element.
 
+mod annotate;
+pub use annotate::role_colour;
+mod capture;
 mod content;
 mod input;
 mod navigation;
@@ -13,6 +16,7 @@ mod settle;
 mod snapshot;
 mod tab;
 
+pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use navigation::{Arrival, Destination};
 pub use pool::{BrowserHandle, BrowserPool};

@@ -6,13 +6,14 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
+use crate::tools::ToolOutput;
 
 /// Header naming the browser session when the arguments do not.
 pub const SESSION_HEADER: &str = "x-webpilot-session";
@@ -51,9 +52,31 @@ async fn call_tool(
         Err(error) => return error_response(&error),
     };
     match app.registry.call(&name, args).await {
-        Ok(output) => Json(output.json).into_response(),
+        Ok(output) => render(output, &headers),
         Err(error) => error_response(&error),
     }
+}
+
+/// JSON with images as base64, or the raw image when the client accepts its type.
+fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if let Some(image) = output.images.first()
+        && (accept.contains(image.mime) || accept.contains("image/*"))
+    {
+        let image = output.images.swap_remove(0);
+        return ([(header::CONTENT_TYPE, image.mime)], image.data).into_response();
+    }
+    if let (Some(image), Value::Object(map)) = (output.images.first(), &mut output.json) {
+        use base64::Engine;
+        map.insert(
+            "image".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(&image.data)),
+        );
+    }
+    Json(output.json).into_response()
 }
 
 fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {

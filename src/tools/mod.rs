@@ -10,6 +10,7 @@ mod navigate;
 pub mod paging;
 mod read;
 mod schema;
+mod screenshot;
 mod tabs;
 
 use std::sync::Arc;
@@ -141,6 +142,7 @@ impl Registry {
             Box::new(navigate::Navigate),
             Box::new(read::Read),
             Box::new(interact::Interact),
+            Box::new(screenshot::Screenshot),
             Box::new(tabs::Tabs),
         ];
         Self {

@@ -40,6 +40,14 @@ pub fn harness() -> &'static Harness {
 /// the harnesses live in statics that are never dropped.
 static STARTED: std::sync::Mutex<Vec<App>> = std::sync::Mutex::new(Vec::new());
 
+fn register_for_exit(app: &App) {
+    let mut started = STARTED.lock().unwrap();
+    if started.is_empty() {
+        unsafe { libc::atexit(kill_browsers_at_exit) };
+    }
+    started.push(app.clone());
+}
+
 extern "C" fn kill_browsers_at_exit() {
     if let Ok(apps) = STARTED.lock() {
         apps.iter().for_each(|app| app.browser.pool.kill_now());
@@ -60,12 +68,7 @@ pub fn start(mut config: Config) -> Harness {
             config.data_dir = data_dir.path().to_path_buf();
             config.port = 0;
             let app = App::new(config);
-            let mut started = STARTED.lock().unwrap();
-            if started.is_empty() {
-                unsafe { libc::atexit(kill_browsers_at_exit) };
-            }
-            started.push(app.clone());
-            drop(started);
+            register_for_exit(&app);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind api");
@@ -198,7 +201,7 @@ pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
     let (status, body) = call(tool, args.clone()).await;
     assert_eq!(body["error"]["code"], code, "{tool} {args}: {body:#}");
     assert!(
-        status >= 400 && status < 500
+        (400..500).contains(&status)
             || code == "BROWSER_UNAVAILABLE"
             || code == "NAVIGATION_FAILED"
             || code == "TIMEOUT",

@@ -1,0 +1,295 @@
+//! Screenshots: the viewport, the full page, or one element; PNG, JPEG or WebP; scaled to a
+//! maximum width; optionally annotated with the element refs.
+//!
+//! Full-page and element captures use a clip with `captureBeyondViewport`, which leaves the
+//! viewport's device metrics alone (a plain full-page capture would reset them, CHROMIUM.md).
+
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, CaptureScreenshotParams, Viewport,
+};
+use image::codecs::jpeg::JpegEncoder;
+use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+use image::codecs::webp::WebPEncoder;
+use image::{DynamicImage, ImageEncoder, RgbaImage};
+use serde::{Deserialize, Serialize};
+
+use super::annotate::{self, Mark};
+use super::tab::Tab;
+use crate::error::{ToolError, ToolResult};
+
+/// JPEG/WebP quality when none is given.
+pub const DEFAULT_QUALITY: u8 = 80;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ImageKind {
+    #[default]
+    Png,
+    Jpeg,
+    Webp,
+}
+
+impl ImageKind {
+    pub fn mime(self) -> &'static str {
+        match self {
+            ImageKind::Png => "image/png",
+            ImageKind::Jpeg => "image/jpeg",
+            ImageKind::Webp => "image/webp",
+        }
+    }
+}
+
+/// What to capture.
+#[derive(Debug, Clone, Default)]
+pub struct Shot {
+    pub full_page: bool,
+    pub ref_id: Option<u32>,
+    pub kind: ImageKind,
+    pub quality: Option<u8>,
+    pub max_width: Option<u32>,
+    pub annotate: bool,
+}
+
+/// One legend entry of an annotated capture.
+#[derive(Debug, Clone, Serialize)]
+pub struct LegendEntry {
+    #[serde(rename = "ref")]
+    pub ref_id: u32,
+    pub role: String,
+    pub name: String,
+    /// Where the box is drawn, `[x, y, width, height]` in image pixels.
+    #[serde(rename = "box")]
+    pub bounds: [i32; 4],
+}
+
+/// A captured image.
+#[derive(Debug, Clone)]
+pub struct Picture {
+    pub bytes: Vec<u8>,
+    pub kind: ImageKind,
+    pub width: u32,
+    pub height: u32,
+    pub legend: Option<Vec<LegendEntry>>,
+}
+
+/// The captured area in CSS pixels of the page, and the scroll position at capture time.
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct Area {
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    #[serde(rename = "scrollX")]
+    scroll_x: f64,
+    #[serde(rename = "scrollY")]
+    scroll_y: f64,
+}
+
+const VIEWPORT_AREA_JS: &str =
+    "({ x: scrollX, y: scrollY, width: innerWidth, height: innerHeight, scrollX, scrollY })";
+const PAGE_AREA_JS: &str = "({ x: 0, y: 0, width: Math.max(document.documentElement.scrollWidth, innerWidth), \
+    height: Math.max(document.documentElement.scrollHeight, innerHeight), scrollX, scrollY })";
+/// The element's box in page coordinates (scrolled into view first), top document or
+/// same-origin frames only.
+const ELEMENT_AREA_JS: &str = r#"(el) => {
+  const view = el.ownerDocument.defaultView;
+  let r = el.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > view.innerHeight) { el.scrollIntoView({ block: 'center', behavior: 'instant' }); r = el.getBoundingClientRect(); }
+  let ox = 0, oy = 0;
+  for (let w = view; w !== w.parent; w = w.parent) {
+    let frame = null;
+    try { frame = w.frameElement; } catch (e) { frame = null; }
+    if (!frame) return null;
+    const fr = frame.getBoundingClientRect();
+    ox += fr.left + frame.clientLeft; oy += fr.top + frame.clientTop;
+  }
+  const top = window.top;
+  return { x: r.left + ox + top.scrollX, y: r.top + oy + top.scrollY, width: r.width, height: r.height,
+           scrollX: top.scrollX, scrollY: top.scrollY };
+}"#;
+
+impl Tab {
+    /// Captures the tab as asked. With `annotate`, numbers are the refs of the element list of
+    /// the same page state (listed right before the capture).
+    pub async fn capture(&mut self, shot: &Shot) -> ToolResult<Picture> {
+        // The area first: capturing an element may scroll it into view, and the element list
+        // must describe the page as captured.
+        let area = self.capture_area(shot).await?;
+        let elements = if shot.annotate {
+            Some(self.elements(None).await?)
+        } else {
+            None
+        };
+        if area.width < 1.0 || area.height < 1.0 {
+            return Err(ToolError::invalid(
+                "the element has no visible area to capture",
+            ));
+        }
+        let format = match (shot.annotate, shot.kind) {
+            // Annotated images are decoded and re-encoded: capture losslessly.
+            (true, _) | (_, ImageKind::Png) => CaptureScreenshotFormat::Png,
+            (_, ImageKind::Jpeg) => CaptureScreenshotFormat::Jpeg,
+            (_, ImageKind::Webp) => CaptureScreenshotFormat::Webp,
+        };
+        let mut params = CaptureScreenshotParams {
+            format: Some(format),
+            ..Default::default()
+        };
+        if !shot.annotate && shot.kind != ImageKind::Png {
+            params.quality = Some(i64::from(shot.quality.unwrap_or(DEFAULT_QUALITY)));
+        }
+        let scale = shot
+            .max_width
+            .map_or(1.0, |max| (f64::from(max) / area.width).min(1.0));
+        if shot.full_page || shot.ref_id.is_some() || scale < 1.0 {
+            params.clip = Some(Viewport {
+                x: area.x,
+                y: area.y,
+                width: area.width,
+                height: area.height,
+                scale,
+            });
+            params.capture_beyond_viewport = Some(shot.full_page || shot.ref_id.is_some());
+        }
+        let captured = self
+            .browser
+            .cdp("capturing", self.page.execute(params))
+            .await?;
+        let bytes = base64_decode(captured.result.data.as_ref())?;
+        let Some(list) = elements else {
+            let (width, height) = image_size(&bytes)?;
+            return Ok(Picture {
+                bytes,
+                kind: shot.kind,
+                width,
+                height,
+                legend: None,
+            });
+        };
+        let (marks, legend) = marks_for(&list.elements, &area, scale);
+        let (kind, quality) = (shot.kind, shot.quality.unwrap_or(DEFAULT_QUALITY));
+        tokio::task::spawn_blocking(move || {
+            let mut image = image::load_from_memory(&bytes)
+                .map_err(|e| ToolError::internal(format!("cannot decode the capture: {e}")))?
+                .to_rgba8();
+            annotate::draw(&mut image, &marks);
+            let (width, height) = image.dimensions();
+            let bytes = encode(image, kind, quality)?;
+            Ok(Picture {
+                bytes,
+                kind,
+                width,
+                height,
+                legend: Some(legend),
+            })
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("annotation failed: {e}")))?
+    }
+
+    async fn capture_area(&self, shot: &Shot) -> ToolResult<Area> {
+        let value = match (shot.ref_id, shot.full_page) {
+            (Some(ref_id), _) => {
+                let value = self.on_element(ref_id, ELEMENT_AREA_JS).await?;
+                if value.is_null() {
+                    return Err(ToolError::invalid(format!(
+                        "[{ref_id}] is inside a cross-origin frame; capture the viewport instead"
+                    )));
+                }
+                value
+            }
+            (None, true) => self.evaluate_raw(PAGE_AREA_JS, None).await?,
+            (None, false) => self.evaluate_raw(VIEWPORT_AREA_JS, None).await?,
+        };
+        serde_json::from_value(value)
+            .map_err(|e| ToolError::internal(format!("unexpected page metrics: {e}")))
+    }
+}
+
+/// Boxes of the elements inside the captured area, in image pixels, with their legend.
+fn marks_for(
+    elements: &[super::Element],
+    area: &Area,
+    scale: f64,
+) -> (Vec<Mark>, Vec<LegendEntry>) {
+    let mut marks = Vec::new();
+    let mut legend = Vec::new();
+    for element in elements {
+        let Some([x, y, w, h]) = element.bounds else {
+            continue;
+        };
+        // Snapshot boxes are viewport-relative; the area is in page coordinates.
+        let (page_x, page_y) = (x + area.scroll_x, y + area.scroll_y);
+        let visible = page_x + w > area.x
+            && page_y + h > area.y
+            && page_x < area.x + area.width
+            && page_y < area.y + area.height;
+        if !visible {
+            continue;
+        }
+        let mark = Mark {
+            number: element.ref_id,
+            role: element.role.clone(),
+            x: ((page_x - area.x) * scale).round() as i32,
+            y: ((page_y - area.y) * scale).round() as i32,
+            width: (w * scale).round().max(1.0) as u32,
+            height: (h * scale).round().max(1.0) as u32,
+        };
+        legend.push(LegendEntry {
+            ref_id: element.ref_id,
+            role: element.role.clone(),
+            name: element.name.clone(),
+            bounds: [mark.x, mark.y, mark.width as i32, mark.height as i32],
+        });
+        marks.push(mark);
+    }
+    (marks, legend)
+}
+
+fn encode(image: RgbaImage, kind: ImageKind, quality: u8) -> ToolResult<Vec<u8>> {
+    let mut out = Vec::new();
+    let (width, height) = image.dimensions();
+    let failed =
+        |e: image::ImageError| ToolError::internal(format!("cannot encode the image: {e}"));
+    match kind {
+        ImageKind::Png => {
+            PngEncoder::new_with_quality(&mut out, CompressionType::Default, FilterType::Adaptive)
+                .write_image(
+                    image.as_raw(),
+                    width,
+                    height,
+                    image::ExtendedColorType::Rgba8,
+                )
+                .map_err(failed)?
+        }
+        ImageKind::Jpeg => {
+            let rgb = DynamicImage::ImageRgba8(image).to_rgb8();
+            JpegEncoder::new_with_quality(&mut out, quality)
+                .write_image(rgb.as_raw(), width, height, image::ExtendedColorType::Rgb8)
+                .map_err(failed)?
+        }
+        ImageKind::Webp => WebPEncoder::new_lossless(&mut out)
+            .write_image(
+                image.as_raw(),
+                width,
+                height,
+                image::ExtendedColorType::Rgba8,
+            )
+            .map_err(failed)?,
+    }
+    Ok(out)
+}
+
+fn image_size(bytes: &[u8]) -> ToolResult<(u32, u32)> {
+    image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .ok()
+        .and_then(|r| r.into_dimensions().ok())
+        .ok_or_else(|| ToolError::internal("the browser returned an unreadable image"))
+}
+
+fn base64_decode(data: &str) -> ToolResult<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| ToolError::internal(format!("the browser returned invalid image data: {e}")))
+}

@@ -1,0 +1,177 @@
+//! `browser_screenshot`: the viewport, the full page or one element, optionally annotated with
+//! numbered boxes whose numbers are the refs of `browser_read mode=elements`.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Ctx, Image, Tool, ToolOutput, browser_fields, merge, session_name};
+use crate::browser::{ImageKind, Shot};
+use crate::error::{ToolError, ToolResult};
+
+const GUIDE: &str = "browser_screenshot captures the viewport (or full_page, or one element by \
+ref). annotate=true draws numbered boxes on interactive elements; the numbers are the refs of \
+browser_read mode=elements and the legend lists them.";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenshotArgs {
+    /// Draw numbered boxes on interactive elements (numbers = element refs).
+    pub annotate: Option<bool>,
+    /// Capture the whole page, not just the viewport.
+    pub full_page: Option<bool>,
+    /// Capture only this element.
+    #[serde(rename = "ref")]
+    pub ref_id: Option<u32>,
+    /// png (default) | jpeg | webp.
+    pub format: Option<Format>,
+    /// JPEG/WebP quality 1-100 (default 80).
+    pub quality: Option<u8>,
+    /// Scale down to at most this width in pixels.
+    pub max_width: Option<u32>,
+    /// Also save under the data dir's screenshots/ with this file name.
+    pub save: Option<String>,
+    /// Tab id (default: active tab).
+    pub tab: Option<String>,
+    /// Browser session (default "default").
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Png,
+    Jpeg,
+    Webp,
+}
+
+pub struct Screenshot;
+
+#[async_trait]
+impl Tool for Screenshot {
+    type Args = ScreenshotArgs;
+    const NAME: &'static str = "browser_screenshot";
+    const GUIDE: &'static str = GUIDE;
+    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element (png/jpeg/webp). annotate=true draws numbered boxes whose numbers are the element refs, with a legend.";
+
+    async fn run(&self, ctx: &Ctx, args: ScreenshotArgs) -> ToolResult<ToolOutput> {
+        let shot = shot(&args)?;
+        let save_path = match &args.save {
+            Some(name) => Some(screenshot_path(&ctx.config.data_dir, name, shot.kind)?),
+            None => None,
+        };
+        let mut session = ctx.browser.session(session_name(&args.session)).await?;
+        let name = session.name().to_string();
+        let tab = match args.tab.as_deref() {
+            Some(id) => session.tab(id)?,
+            None => session.active_tab().await?,
+        };
+        let picture = tab.capture(&shot).await?;
+        let mut extra = json!({
+            "format": picture.kind.mime(),
+            "width": picture.width,
+            "height": picture.height,
+            "bytes": picture.bytes.len(),
+        });
+        if let Some(legend) = &picture.legend {
+            extra["legend"] = json!(legend);
+        }
+        if let Some(path) = save_path {
+            write_private(&path, &picture.bytes)?;
+            extra["saved"] = json!(path);
+        }
+        let fields = browser_fields(&name, tab).await;
+        Ok(ToolOutput {
+            json: merge(fields, extra),
+            images: vec![Image {
+                mime: picture.kind.mime(),
+                data: picture.bytes,
+            }],
+        })
+    }
+}
+
+fn shot(args: &ScreenshotArgs) -> ToolResult<Shot> {
+    if args.quality.is_some_and(|q| !(1..=100).contains(&q)) {
+        return Err(ToolError::invalid(
+            "field `quality` must be between 1 and 100",
+        ));
+    }
+    if args.max_width.is_some_and(|w| w < 16) {
+        return Err(ToolError::invalid("field `max_width` must be at least 16"));
+    }
+    if args.full_page == Some(true) && args.ref_id.is_some() {
+        return Err(ToolError::invalid(
+            "give either `full_page` or `ref`, not both",
+        ));
+    }
+    Ok(Shot {
+        full_page: args.full_page.unwrap_or(false),
+        ref_id: args.ref_id,
+        kind: match args.format {
+            None | Some(Format::Png) => ImageKind::Png,
+            Some(Format::Jpeg) => ImageKind::Jpeg,
+            Some(Format::Webp) => ImageKind::Webp,
+        },
+        quality: args.quality,
+        max_width: args.max_width,
+        annotate: args.annotate.unwrap_or(false),
+    })
+}
+
+/// `data_dir/screenshots/NAME` with the format's extension; plain file names only.
+fn screenshot_path(
+    data_dir: &std::path::Path,
+    name: &str,
+    kind: ImageKind,
+) -> ToolResult<std::path::PathBuf> {
+    let valid = !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !name.starts_with('.');
+    if !valid {
+        return Err(ToolError::invalid(format!(
+            "field `save`: {name:?} must be a plain file name (letters, digits, - _ .)"
+        )));
+    }
+    let extension = match kind {
+        ImageKind::Png => "png",
+        ImageKind::Jpeg => "jpg",
+        ImageKind::Webp => "webp",
+    };
+    let file = if name.contains('.') {
+        name.to_string()
+    } else {
+        format!("{name}.{extension}")
+    };
+    Ok(data_dir.join("screenshots").join(file))
+}
+
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> ToolResult<()> {
+    let failed =
+        |e: std::io::Error| ToolError::internal(format!("cannot save {}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::write(path, bytes).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_names_cannot_escape_the_screenshot_dir() {
+        let dir = std::path::Path::new("/data");
+        assert_eq!(
+            screenshot_path(dir, "home", ImageKind::Png).unwrap(),
+            std::path::Path::new("/data/screenshots/home.png")
+        );
+        for bad in ["../x", "/etc/passwd", "a/b", ".hidden", ""] {
+            assert!(screenshot_path(dir, bad, ImageKind::Png).is_err(), "{bad}");
+        }
+    }
+}
