@@ -48,6 +48,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info,chromiumoxide=off,tungstenite=off")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match Config::load(&cli.config) {
         Ok(config) => config,

@@ -11,9 +11,11 @@ mod content;
 mod input;
 mod navigation;
 mod pool;
+pub mod profiles;
 mod session;
 mod settle;
 mod snapshot;
+mod storage;
 mod tab;
 
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
@@ -23,4 +25,5 @@ pub use pool::{BrowserHandle, BrowserPool};
 pub use session::{BrowserService, SessionGuard, TabInfo};
 pub use settle::{Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
+pub use storage::domain_matches;
 pub use tab::{DialogAnswer, DialogRecord, Tab};

@@ -60,6 +60,7 @@ impl Tab {
             started,
             timeout,
             commits_before: Some(commits_before),
+            dom_quiet: Duration::from_millis(super::settle::DOM_QUIET_MS),
             observe_at_least: Duration::ZERO,
         };
         let ready = self

@@ -48,6 +48,8 @@ pub struct SessionState {
     active: Option<String>,
     /// Tab numbers keep growing so a closed tab's id is never reused.
     next_tab_number: u32,
+    /// Scripts every tab of the session runs before page scripts (restored localStorage).
+    init_scripts: Vec<String>,
     /// Targets seen in `browser.pages()` that are not to be adopted: other sessions' pages and
     /// pages this session closed.
     foreign_targets: HashSet<TargetId>,
@@ -228,6 +230,7 @@ impl SessionState {
         self.context = None;
         self.browser = None;
         self.foreign_targets.clear();
+        self.init_scripts.clear();
     }
 
     /// Closes the browser context (and with it every tab) if the browser is still alive.
@@ -303,6 +306,9 @@ impl SessionGuard {
             .cdp("opening a tab", self.browser.browser.new_page(params))
             .await?;
         let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone()).await?;
+        for script in &self.state.init_scripts {
+            tab.install_script(script).await?;
+        }
         self.state.active = Some(tab.id.clone());
         self.state.tabs.push(tab);
         Ok(self.state.tabs.last_mut().expect("a tab was just pushed"))
@@ -322,6 +328,30 @@ impl SessionGuard {
         match self.index_of(id) {
             Some(index) => Ok(&mut self.state.tabs[index]),
             None => Err(no_such_tab(id)),
+        }
+    }
+
+    pub(crate) fn context_id(&self) -> Option<BrowserContextId> {
+        self.state.context.clone()
+    }
+
+    pub(crate) fn browser(&self) -> &BrowserHandle {
+        &self.browser
+    }
+
+    pub(crate) fn tabs(&self) -> impl Iterator<Item = &Tab> {
+        self.state.tabs.iter()
+    }
+
+    pub(crate) fn remember_script(&mut self, script: String) {
+        self.state.init_scripts.push(script);
+    }
+
+    /// The named tab, or the active one when no id is given.
+    pub async fn tab_or_active(&mut self, id: Option<&str>) -> ToolResult<&mut Tab> {
+        match id {
+            Some(id) => self.tab(id),
+            None => self.active_tab().await,
         }
     }
 

@@ -15,8 +15,8 @@ use crate::error::{ErrorCode, ToolResult};
 /// How long the DOM must stay unchanged once nothing else is pending. Short because timers and
 /// requests are tracked directly; it only covers work we cannot see (promise chains, workers).
 pub const DOM_QUIET_MS: u64 = 50;
-/// Interval between readiness probes.
-pub const SETTLE_POLL_MS: u64 = 15;
+/// Interval between readiness probes (each is one short `Runtime.evaluate`).
+pub const SETTLE_POLL_MS: u64 = 10;
 /// After load, a page still busy this long (animation loops, polling) is declared ready anyway.
 pub const SETTLE_CAP_MS: u64 = 3_000;
 /// After load, a request pending this long is treated as long-lived (long-poll, stream) and no
@@ -56,6 +56,8 @@ pub struct SettleGoal<'a> {
     pub timeout: Duration,
     /// Main-frame commits seen before a navigation; readiness needs a newer one.
     pub commits_before: Option<u64>,
+    /// How long the DOM must stay unchanged (`DOM_QUIET_MS` for loads, less after actions).
+    pub dom_quiet: Duration,
     /// Not ready before this much time has passed: after an action, gives a navigation or
     /// request it triggered the moment it needs to show up.
     pub observe_at_least: Duration,
@@ -122,8 +124,15 @@ impl Tab {
                     loaded_at.get_or_insert(now);
                 }
             }
-            let mut missing =
-                self.missing(committed, probe.as_ref(), goal.wait_for, loaded_at, now);
+            let quiet_ms = goal.dom_quiet.as_millis() as u64;
+            let mut missing = self.missing(
+                committed,
+                probe.as_ref(),
+                goal.wait_for,
+                loaded_at,
+                now,
+                quiet_ms,
+            );
             if missing.is_empty() && now.duration_since(goal.started) < goal.observe_at_least {
                 missing.push("watching for effects of the action".into());
             }
@@ -152,6 +161,7 @@ impl Tab {
         wait_for: Option<&str>,
         loaded_at: Option<Instant>,
         now: Instant,
+        quiet_ms: u64,
     ) -> Vec<String> {
         let mut missing = Vec::new();
         if !committed {
@@ -189,7 +199,7 @@ impl Tab {
         if probe.frames > 0 {
             missing.push(format!("{} animation frame(s) pending", probe.frames));
         }
-        if probe.quiet_ms < DOM_QUIET_MS {
+        if probe.quiet_ms < quiet_ms {
             missing.push(format!("DOM changed {} ms ago", probe.quiet_ms));
         }
         missing
@@ -229,8 +239,12 @@ fn probe_expression(wait_for: Option<&str>) -> String {
     )
 }
 
-/// How long the page is watched after an action before it may be declared settled.
-pub const ACTION_OBSERVE_MS: u64 = 25;
+/// How long the page is watched after an action before it may be declared settled: long enough
+/// for a navigation or request the action started to show up in CDP events.
+pub const ACTION_OBSERVE_MS: u64 = 20;
+/// DOM quiet window after an action. Shorter than after a load: the action's own work is
+/// synchronous or goes through tracked timers and requests.
+pub const ACTION_DOM_QUIET_MS: u64 = 20;
 /// Upper bound of the wait after an action that did not navigate.
 pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
 
@@ -256,6 +270,7 @@ impl Tab {
             started,
             timeout: timeout.min(Duration::from_millis(ACTION_SETTLE_MAX_MS)),
             commits_before: None,
+            dom_quiet: Duration::from_millis(ACTION_DOM_QUIET_MS),
             observe_at_least: Duration::from_millis(ACTION_OBSERVE_MS),
         };
         let mut ready = self.settle(&quick, || Ok(())).await?;

@@ -113,11 +113,8 @@ impl Tool for Interact {
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
         session.sync_tabs().await?;
-        let tab_id = match args.tab.clone() {
-            Some(id) => id,
-            None => session.active_tab().await?.id.clone(),
-        };
-        let tab = session.tab(&tab_id)?;
+        let tab = session.tab_or_active(args.tab.as_deref()).await?;
+        let tab_id = tab.id.clone();
         let commits_before = tab.main_commits();
         let mut extra = perform(tab, &args, timeout).await?;
         if changes_page(args.action) {

@@ -5,6 +5,7 @@
 //! descriptions) and a short handler calling into `browser` or `web`. Concerns common to all
 //! tools — argument parsing with field-naming errors, timing, tracing — live here, once.
 
+mod cookies;
 mod interact;
 mod navigate;
 pub mod paging;
@@ -144,6 +145,7 @@ impl Registry {
             Box::new(interact::Interact),
             Box::new(screenshot::Screenshot),
             Box::new(tabs::Tabs),
+            Box::new(cookies::Cookies),
         ];
         Self {
             tools,

@@ -74,10 +74,7 @@ impl Tool for Read {
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
         session.sync_tabs().await?;
-        let tab = match args.tab.as_deref() {
-            Some(id) => session.tab(id)?,
-            None => session.active_tab().await?,
-        };
+        let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let cursor = args.cursor.as_deref();
         let extra = match mode {
             ReadMode::Elements => read_elements(tab, &args, &scope, budget, cursor).await?,

@@ -63,10 +63,7 @@ impl Tool for Screenshot {
         };
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
-        let tab = match args.tab.as_deref() {
-            Some(id) => session.tab(id)?,
-            None => session.active_tab().await?,
-        };
+        let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let picture = tab.capture(&shot).await?;
         let mut extra = json!({
             "format": picture.kind.mime(),

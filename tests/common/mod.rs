@@ -109,9 +109,81 @@ async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String)
     let router = Router::new()
         .route("/hang", get(std::future::pending::<&'static str>))
         .route("/status/{code}", get(status_page))
+        .route("/login", get(login_form).post(login))
+        .route("/account", get(account))
         .route("/{*path}", get(fixture_file))
         .with_state(other_origin);
     axum::serve(listener, router).await.unwrap();
+}
+
+/// Session ids the login fixture handed out (shared by every fixture server of the process).
+static LOGINS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+async fn login_form() -> Response {
+    fixture_file(State(String::new()), Path("login.html".into())).await
+}
+
+/// `alice` / `wonderland` gets an httpOnly `session` cookie and a redirect to /account.
+async fn login(body: String) -> Response {
+    let fields: Vec<(String, String)> = url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect();
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if field("username") != Some("alice") || field("password") != Some("wonderland") {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/html")],
+            "<h1>Wrong password</h1>",
+        )
+            .into_response();
+    }
+    let id = format!(
+        "s{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    LOGINS.lock().unwrap().push(id.clone());
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/account".to_string()),
+            (
+                header::SET_COOKIE,
+                format!("session={id}; Path=/; HttpOnly; SameSite=Lax; Max-Age=3600"),
+            ),
+        ],
+    )
+        .into_response()
+}
+
+async fn account(headers: axum::http::HeaderMap) -> Response {
+    let cookie = headers
+        .get(header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let logged_in = cookie
+        .split(';')
+        .filter_map(|c| c.trim().strip_prefix("session="))
+        .any(|id| LOGINS.lock().unwrap().iter().any(|known| known == id));
+    let (status, body) = if logged_in {
+        (
+            StatusCode::OK,
+            "<!doctype html><title>Account</title><h1>Welcome, alice</h1>",
+        )
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            "<!doctype html><title>Account</title><h1>Not signed in</h1>",
+        )
+    };
+    (status, [(header::CONTENT_TYPE, "text/html")], body).into_response()
 }
 
 async fn status_page(Path(code): Path<u16>) -> Response {
