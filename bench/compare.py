@@ -23,6 +23,8 @@ OP_TARGETS = {
     "type_search": ("type_search", 1.0, "<= peer browser_type"),
     "login_flow": ("login_flow", 0.40, "<= 0.4x peer (navigate, read, fill, submit, welcome)"),
     "screenshot": ("screenshot", 1.0, "<= peer (viewport PNG)"),
+    "screenshot_annotated": ("screenshot", 1.5, "<= 1.5x peer plain screenshot"),
+    "ensure_login": ("login_flow", 0.5, "<= 0.5x peer login flow via the form"),
 }
 SNAPSHOT_CHARS_FACTOR = 0.5
 ELEMENTS_ON_PAGE = 200
@@ -182,6 +184,12 @@ def main():
     if wv is not None or pv is not None:
         p(f"| screenshot PNG bytes (viewport) | {'n/a' if wv is None else f'{wv:.0f}'} | "
           f"{'n/a' if pv is None else f'{pv:.0f}'} | {fmt_ratio(ratio(wv, pv))} | | |")
+    wa = size(ws, "screenshot_annotated.image_bytes")
+    if wa is not None:
+        ok = wa <= 150_000
+        if not ok:
+            missed.append(f"annotated PNG {wa:.0f} bytes")
+        p(f"| annotated screenshot PNG bytes (1280x720, SPA) | {wa:.0f} | — | | <= 150,000 | {verdict(ok)} |")
     wt, pt = wp["startup"].get("tools_chars"), peer["startup"].get("tools_chars")
     ok = None if wt is None else wt <= TOOLS_CHARS_MAX
     if ok is False:

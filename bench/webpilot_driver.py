@@ -68,6 +68,7 @@ OP_ROWS = {
     "op_static_snapshots": ["navigate_static_elements", "snapshot_elements",
                             "navigate_static_article", "snapshot_article"],
     "op_tabs": ["tab_new", "tab_list"],
+    "op_extras_webpilot": ["screenshot_annotated", "ensure_login"],
     "op_login": ["login_flow/navigate", "login_flow/snapshot", "login_flow/fill_form",
                  "login_flow/click_submit", "login_flow/wait_for", "login_flow", "cookies_list"],
 }
@@ -378,7 +379,9 @@ class Webpilot:
         return bc.Resp("", len(data))
 
     async def cookies(self):
-        self._missing("cookies", "browser_cookies")
+        if "browser_cookies" not in self.tool_names:
+            self._missing("cookies", "browser_cookies")
+        return await self.call("browser_cookies", {"action": "list"})
 
     async def tab_new(self, url):
         return await self.call("browser_tabs", {"action": "new", "url": url})
@@ -460,6 +463,30 @@ async def op_spa_webpilot(d: Webpilot, base: str, rec: bc.Recorder):
               f"navigate wait_for not satisfied: ready={ready}")
 
 
+async def op_extras_webpilot(d: Webpilot, base: str, rec: bc.Recorder):
+    """Annotated screenshot of the SPA, and ensure_login with a saved profile (after op_login)."""
+    await d.call("browser_navigate", {"target": f"{base}/spa.html", "max_tokens": 0})        # untimed
+    if "browser_screenshot" not in d.tool_names:
+        d._missing("screenshot_annotated", "browser_screenshot")
+    t0 = time.perf_counter()
+    status, data, ctype = d._request("POST", "/api/tools/browser_screenshot", b'{"annotate": true}',
+                                     accept="image/png", raw=True)
+    rec.add_time("screenshot_annotated", (time.perf_counter() - t0) * 1000)
+    bc.expect(status == 200 and data.startswith(b"\x89PNG"), f"annotated screenshot failed: HTTP {status}")
+    rec.add_size("screenshot_annotated.image_bytes", len(data))
+
+    if "browser_cookies" not in d.tool_names:
+        d._missing("ensure_login", "browser_cookies")
+    d.call_raw("browser_cookies", {"action": "export", "name": "bench"})                   # untimed
+    d.call_raw("browser_cookies", {"action": "clear", "session": "ensure"})                # untimed
+    check = {"url": f"{base}/account", "text": bc.LOGIN_DONE}
+    t0 = time.perf_counter()
+    _, result = d.call_raw("browser_cookies", {"action": "ensure_login", "name": "bench", "check": check,
+                                                "session": "ensure"})
+    rec.add_time("ensure_login", (time.perf_counter() - t0) * 1000)
+    bc.expect(result.get("logged_in") is True, f"ensure_login did not log in: {result}")
+
+
 # ---------------------------------------------------------------------------
 # Runner glue: skip (report as n/a) what raises NotImplementedError
 # ---------------------------------------------------------------------------
@@ -491,6 +518,8 @@ def patched_operations() -> list:
         ops.append(tolerant(op))
         if op.__name__ == "op_spa":
             ops.append(tolerant(op_spa_webpilot))
+        if op.__name__ == "op_login":
+            ops.append(tolerant(op_extras_webpilot))
     return ops
 
 

@@ -287,3 +287,52 @@ async fn every_import_format_logs_in_and_bad_files_change_nothing() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_kill_during_a_write_never_leaves_a_corrupt_profile() {
+    let data = tempfile::tempdir().unwrap();
+    let cookies: Vec<Value> = (0..3000)
+        .map(|i| json!({ "name": format!("c{i}"), "value": "v".repeat(500), "domain": "example.com", "path": "/" }))
+        .collect();
+    let content = json!({ "cookies": cookies, "origins": [] }).to_string();
+    let path = data.path().join("profiles/big.json");
+    for (round, delay_ms) in [40u64, 60, 150].into_iter().enumerate() {
+        let (child, api) = spawn_service(data.path());
+        let writer = {
+            let (api, content) = (api.clone(), content.clone());
+            tokio::spawn(async move {
+                for _ in 0..50 {
+                    if call_at_quiet(&api, json!({ "action": "import", "name": "big", "content": content })).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        if round == 0 {
+            // The first round kills only once a version exists, so there is something to lose.
+            common::eventually("the first profile is written", std::time::Duration::from_secs(60), || {
+                let exists = path.exists();
+                async move { exists }
+            })
+            .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let mut child = child;
+        child.wait().unwrap();
+        let _ = writer.await;
+        let profile: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a complete profile");
+        assert_eq!(profile["cookies"].as_array().unwrap().len(), 3000, "round {round}");
+    }
+}
+
+/// Like `call_at`, but a dropped connection (the server was killed) is an `Err`, not a panic.
+async fn call_at_quiet(api: &str, args: Value) -> Result<Value, reqwest::Error> {
+    common::client()
+        .post(format!("{api}/api/tools/browser_cookies"))
+        .json(&args)
+        .send()
+        .await?
+        .json()
+        .await
+}

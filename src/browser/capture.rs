@@ -114,11 +114,6 @@ impl Tab {
         // The area first: capturing an element may scroll it into view, and the element list
         // must describe the page as captured.
         let area = self.capture_area(shot).await?;
-        let elements = if shot.annotate {
-            Some(self.elements(None).await?)
-        } else {
-            None
-        };
         if area.width < 1.0 || area.height < 1.0 {
             return Err(ToolError::invalid(
                 "the element has no visible area to capture",
@@ -150,10 +145,17 @@ impl Tab {
             });
             params.capture_beyond_viewport = Some(shot.full_page || shot.ref_id.is_some());
         }
-        let captured = self
-            .browser
-            .cdp("capturing", self.page.execute(params))
-            .await?;
+        // An annotated capture is decoded and re-encoded here anyway: let Chromium encode fast.
+        params.optimize_for_speed = Some(shot.annotate);
+        let (page, browser) = (self.page.clone(), self.browser.clone());
+        let capture = async move { browser.cdp("capturing", page.execute(params)).await };
+        // The element list and the pixels of one page state, fetched side by side.
+        let (captured, elements) = if shot.annotate {
+            let (captured, list) = tokio::join!(capture, self.elements(None));
+            (captured?, Some(list?))
+        } else {
+            (capture.await?, None)
+        };
         let bytes = base64_decode(captured.result.data.as_ref())?;
         let Some(list) = elements else {
             let (width, height) = image_size(&bytes)?;

@@ -77,16 +77,109 @@ pub fn now_secs() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Environment variable holding the key that encrypts profiles at rest (32 bytes, as 64 hex
+/// digits or base64). Without it profiles are plain JSON, protected by file mode 0600.
+pub const PROFILE_KEY_ENV: &str = "WEBPILOT_PROFILE_KEY";
+
 /// The directory of saved profiles.
 pub struct ProfileStore {
     dir: PathBuf,
+    /// ChaCha20-Poly1305 key; `None` stores plain JSON.
+    key: Option<chacha20poly1305::Key>,
+}
+
+/// An encrypted profile file: a random nonce and the sealed JSON.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    encrypted: String,
+    nonce: String,
+    data: String,
+}
+
+const SEAL_ALGORITHM: &str = "chacha20poly1305";
+
+/// Parses a profile key: 64 hex digits or base64 of 32 bytes.
+pub fn parse_key(text: &str) -> ToolResult<chacha20poly1305::Key> {
+    use base64::Engine;
+    let text = text.trim();
+    let bytes = if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+        (0..32)
+            .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap_or(0))
+            .collect::<Vec<u8>>()
+    } else {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap_or_default()
+    };
+    if bytes.len() != 32 {
+        return Err(ToolError::new(
+            ErrorCode::NotConfigured,
+            format!("{PROFILE_KEY_ENV} must be 32 bytes, as 64 hex digits or base64"),
+        )
+        .with_hint("generate one with: openssl rand -hex 32"));
+    }
+    Ok(*chacha20poly1305::Key::from_slice(&bytes))
 }
 
 impl ProfileStore {
-    pub fn new(data_dir: &Path) -> Self {
+    pub fn new(data_dir: &Path, key: Option<chacha20poly1305::Key>) -> Self {
         Self {
             dir: data_dir.join("profiles"),
+            key,
         }
+    }
+
+    fn seal(&self, plain: Vec<u8>) -> ToolResult<Vec<u8>> {
+        use base64::Engine;
+        use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
+        let Some(key) = &self.key else {
+            return Ok(plain);
+        };
+        let cipher = chacha20poly1305::ChaCha20Poly1305::new(key);
+        let nonce = chacha20poly1305::ChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let data = cipher
+            .encrypt(&nonce, plain.as_slice())
+            .map_err(|_| ToolError::internal("cannot encrypt the profile"))?;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        serde_json::to_vec(&Sealed {
+            encrypted: SEAL_ALGORITHM.into(),
+            nonce: b64.encode(nonce),
+            data: b64.encode(data),
+        })
+        .map_err(|e| ToolError::internal(e.to_string()))
+    }
+
+    fn open(&self, name: &str, stored: Vec<u8>) -> ToolResult<Vec<u8>> {
+        use base64::Engine;
+        use chacha20poly1305::aead::{Aead, KeyInit};
+        let Ok(sealed) = serde_json::from_slice::<Sealed>(&stored) else {
+            return Ok(stored);
+        };
+        let key = self.key.as_ref().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::NotConfigured,
+                format!("profile {name:?} is encrypted"),
+            )
+            .with_hint(format!(
+                "set {PROFILE_KEY_ENV} to the key it was saved with"
+            ))
+        })?;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let (nonce, data) = match (b64.decode(&sealed.nonce), b64.decode(&sealed.data)) {
+            (Ok(nonce), Ok(data)) if nonce.len() == 12 => (nonce, data),
+            _ => return Err(ToolError::internal(format!("profile {name:?} is damaged"))),
+        };
+        chacha20poly1305::ChaCha20Poly1305::new(key)
+            .decrypt(chacha20poly1305::Nonce::from_slice(&nonce), data.as_slice())
+            .map_err(|_| {
+                ToolError::new(
+                    ErrorCode::NotConfigured,
+                    format!("profile {name:?} does not open with this key"),
+                )
+                .with_hint(format!(
+                    "set {PROFILE_KEY_ENV} to the key it was saved with"
+                ))
+            })
     }
 
     /// Profile names are plain file names: letters, digits, `-`, `_`, `.`, not starting with a dot.
@@ -123,6 +216,7 @@ impl ProfileStore {
             .join(format!(".{}.{}.tmp", profile.name, std::process::id()));
         let body =
             serde_json::to_vec_pretty(profile).map_err(|e| ToolError::internal(e.to_string()))?;
+        let body = self.seal(body)?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -149,6 +243,7 @@ impl ProfileStore {
             )
             .with_hint(format!("saved profiles: {}", self.names().join(", ")))
         })?;
+        let text = self.open(name, text)?;
         serde_json::from_slice(&text)
             .map_err(|e| ToolError::internal(format!("profile {name:?} cannot be read: {e}")))
     }
@@ -407,7 +502,7 @@ mod tests {
     #[test]
     fn profiles_are_private_and_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ProfileStore::new(dir.path());
+        let store = ProfileStore::new(dir.path(), None);
         let path = store.save(&profile("site")).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions();
         assert_eq!(
@@ -420,12 +515,38 @@ mod tests {
     }
 
     #[test]
+    fn encrypted_profiles_need_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = parse_key(&"ab".repeat(32)).unwrap();
+        let store = ProfileStore::new(dir.path(), Some(key));
+        let path = store.save(&profile("sealed")).unwrap();
+        let raw = std::fs::read_to_string(path).unwrap();
+        assert!(!raw.contains("secret") && raw.contains(SEAL_ALGORITHM));
+        assert_eq!(store.load("sealed").unwrap(), profile("sealed"));
+        let other = ProfileStore::new(dir.path(), Some(parse_key(&"cd".repeat(32)).unwrap()));
+        assert_eq!(
+            other.load("sealed").unwrap_err().code,
+            ErrorCode::NotConfigured
+        );
+        assert_eq!(
+            ProfileStore::new(dir.path(), None)
+                .load("sealed")
+                .unwrap_err()
+                .code,
+            ErrorCode::NotConfigured
+        );
+        assert!(parse_key("short").is_err());
+    }
+
+    #[test]
     fn names_cannot_escape_the_store() {
         for bad in ["../x", "a/b", ".hidden", "", "x\0"] {
             assert!(ProfileStore::check_name(bad).is_err(), "{bad:?}");
         }
         let dir = tempfile::tempdir().unwrap();
-        let error = ProfileStore::new(dir.path()).load("missing").unwrap_err();
+        let error = ProfileStore::new(dir.path(), None)
+            .load("missing")
+            .unwrap_err();
         assert_eq!(error.code, ErrorCode::NoSuchProfile);
     }
 

@@ -93,7 +93,11 @@ impl Tool for Cookies {
     const DESCRIPTION: &'static str = "Saved logins: export the session (cookies incl. httpOnly + localStorage) as a profile, load it, ensure_login (check, load if needed, check again), list/clear cookies, import storageState/cookies.txt/JSON.";
 
     async fn run(&self, ctx: &Ctx, args: CookiesArgs) -> ToolResult<ToolOutput> {
-        let store = ProfileStore::new(&ctx.config.data_dir);
+        let key = match std::env::var(profiles::PROFILE_KEY_ENV) {
+            Ok(text) if !text.is_empty() => Some(profiles::parse_key(&text)?),
+            _ => None,
+        };
+        let store = ProfileStore::new(&ctx.config.data_dir, key);
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }
