@@ -2,8 +2,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use common::{call_at, element_lines, fails, harness, ok, open, ref_of};
 use serde_json::{Value, json};
@@ -41,26 +40,8 @@ fn token_check() -> Value {
     json!({ "url": harness().page("token-app.html"), "text": "Welcome back, alice" })
 }
 
-/// A webpilot process on `data_dir`, and its API address.
 fn spawn_service(data_dir: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .args(["--port", "0", "--data-dir"])
-        .arg(data_dir)
-        .arg("serve")
-        .env("TMPDIR", data_dir)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let api = loop {
-        let line = lines.next().expect("webpilot printed its address").unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, api)
+    common::spawn_service(data_dir, data_dir)
 }
 
 fn stop(mut child: Child) {
@@ -302,7 +283,13 @@ async fn a_kill_during_a_write_never_leaves_a_corrupt_profile() {
             let (api, content) = (api.clone(), content.clone());
             tokio::spawn(async move {
                 for _ in 0..50 {
-                    if call_at_quiet(&api, json!({ "action": "import", "name": "big", "content": content })).await.is_err() {
+                    if call_at_quiet(
+                        &api,
+                        json!({ "action": "import", "name": "big", "content": content }),
+                    )
+                    .await
+                    .is_err()
+                    {
                         break;
                     }
                 }
@@ -310,10 +297,14 @@ async fn a_kill_during_a_write_never_leaves_a_corrupt_profile() {
         };
         if round == 0 {
             // The first round kills only once a version exists, so there is something to lose.
-            common::eventually("the first profile is written", std::time::Duration::from_secs(60), || {
-                let exists = path.exists();
-                async move { exists }
-            })
+            common::eventually(
+                "the first profile is written",
+                std::time::Duration::from_secs(60),
+                || {
+                    let exists = path.exists();
+                    async move { exists }
+                },
+            )
             .await;
         }
         tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
@@ -321,8 +312,13 @@ async fn a_kill_during_a_write_never_leaves_a_corrupt_profile() {
         let mut child = child;
         child.wait().unwrap();
         let _ = writer.await;
-        let profile: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a complete profile");
-        assert_eq!(profile["cookies"].as_array().unwrap().len(), 3000, "round {round}");
+        let profile: Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a complete profile");
+        assert_eq!(
+            profile["cookies"].as_array().unwrap().len(),
+            3000,
+            "round {round}"
+        );
     }
 }
 

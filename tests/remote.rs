@@ -57,14 +57,7 @@ async fn a_remote_browser_is_used_through_its_websocket() {
             .unwrap()
             .contains("Add Item 01 to cart")
     );
-    let health: serde_json::Value = common::client()
-        .get(format!("{}/healthz", remote.api))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = common::health(&remote.api).await;
     assert!(
         health["browser"]["pid"].is_null(),
         "no local process for a remote browser: {health}"

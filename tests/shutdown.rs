@@ -1,7 +1,7 @@
 //! The real binary: SIGTERM shuts down cleanly, leaving no Chromium process and no temp profile.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 fn process_alive(pid: u32) -> bool {
@@ -14,25 +14,7 @@ fn process_alive(pid: u32) -> bool {
 async fn sigterm_leaves_no_chromium_and_no_temp_dirs() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .args(["--port", "0", "--data-dir"])
-        .arg(data.path())
-        .arg("serve")
-        .env("TMPDIR", tmp.path())
-        .env("WEBPILOT_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let api = loop {
-        let line = lines.next().expect("webpilot printed its address").unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (mut child, api) = common::spawn_service(data.path(), tmp.path());
     let client = reqwest::Client::new();
     let response = client
         .post(format!("{api}/api/tools/browser_navigate"))
@@ -41,14 +23,7 @@ async fn sigterm_leaves_no_chromium_and_no_temp_dirs() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let health: serde_json::Value = client
-        .get(format!("{api}/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = common::health(&api).await;
     let chromium = health["browser"]["pid"].as_u64().expect("browser pid") as u32;
     assert!(process_alive(chromium));
     assert_eq!(

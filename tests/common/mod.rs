@@ -344,3 +344,43 @@ where
     }
     panic!("{what} did not happen within {deadline:?}");
 }
+
+/// A `webpilot serve` process on a free port with `data_dir` and `tmp_dir` (its TMPDIR), and
+/// its API address (read from its log).
+pub fn spawn_service(
+    data_dir: &std::path::Path,
+    tmp_dir: &std::path::Path,
+) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .args(["--port", "0", "--data-dir"])
+        .arg(data_dir)
+        .arg("serve")
+        .env("TMPDIR", tmp_dir)
+        .env("WEBPILOT_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("webpilot starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let api = loop {
+        let line = lines.next().expect("webpilot printed its address").unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, api)
+}
+
+/// `GET /healthz` of a service.
+pub async fn health(api: &str) -> Value {
+    client()
+        .get(format!("{api}/healthz"))
+        .send()
+        .await
+        .expect("healthz answers")
+        .json()
+        .await
+        .expect("healthz is JSON")
+}
