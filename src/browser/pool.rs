@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
-use chromiumoxide::cdp::browser_protocol::browser::CloseParams;
+use chromiumoxide::cdp::browser_protocol::browser::{
+    CloseParams, EventDownloadProgress, EventDownloadWillBegin,
+};
 use futures::StreamExt;
 use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
@@ -53,12 +55,30 @@ pub struct BrowserHandle {
     /// (after the process has exited, see `shutdown`).
     _profile_dir: Option<tempfile::TempDir>,
     cdp_timeout: Duration,
+    /// Downloads of every session, appended by the download watcher, taken by tabs.
+    pub(crate) downloads: Arc<std::sync::Mutex<Vec<Download>>>,
+    /// Follows `Browser.downloadWillBegin/Progress`; aborted on drop.
+    download_task: JoinHandle<()>,
+}
+
+/// A file the page started to download.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Download {
+    pub url: String,
+    pub file: String,
+    /// in_progress | completed | canceled
+    pub state: String,
+    #[serde(skip)]
+    pub(crate) frame_id: String,
+    #[serde(skip)]
+    guid: String,
 }
 
 impl Drop for BrowserHandle {
     fn drop(&mut self) {
         self.handler_task.abort();
         self.watchdog_task.abort();
+        self.download_task.abort();
     }
 }
 
@@ -154,6 +174,8 @@ impl BrowserPool {
         let handler_task = tokio::spawn(drive_handler(handler, alive_tx.clone()));
         let watchdog_task =
             tokio::spawn(watchdog(pid, browser.websocket_address().clone(), alive_tx));
+        let downloads = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let download_task = watch_downloads(&browser, downloads.clone(), cdp_timeout).await;
         tracing::info!(generation, ?pid, "browser ready");
         Ok(BrowserHandle {
             browser,
@@ -164,6 +186,8 @@ impl BrowserPool {
             watchdog_task,
             _profile_dir: profile_dir,
             cdp_timeout,
+            downloads,
+            download_task,
         })
     }
 
@@ -232,6 +256,42 @@ async fn drive_handler(mut handler: chromiumoxide::Handler, alive: Arc<watch::Se
     }
     tracing::warn!("CDP connection closed");
     alive.send_replace(false);
+}
+
+/// Records downloads as the browser reports them (begin, then progress until done).
+async fn watch_downloads(
+    browser: &Browser,
+    downloads: Arc<std::sync::Mutex<Vec<Download>>>,
+    limit: Duration,
+) -> JoinHandle<()> {
+    let begun =
+        tokio::time::timeout(limit, browser.event_listener::<EventDownloadWillBegin>()).await;
+    let progress =
+        tokio::time::timeout(limit, browser.event_listener::<EventDownloadProgress>()).await;
+    let (Ok(Ok(mut begun)), Ok(Ok(mut progress))) = (begun, progress) else {
+        tracing::warn!("cannot follow downloads");
+        return tokio::spawn(async {});
+    };
+    tokio::spawn(async move {
+        let lock = || downloads.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            tokio::select! {
+                Some(event) = begun.next() => lock().push(Download {
+                    url: event.url.clone(),
+                    file: event.suggested_filename.clone(),
+                    state: "in_progress".into(),
+                    frame_id: event.frame_id.inner().clone(),
+                    guid: event.guid.clone(),
+                }),
+                Some(event) = progress.next() => {
+                    if let Some(download) = lock().iter_mut().find(|d| d.guid == event.guid) {
+                        download.state = event.state.as_ref().to_ascii_lowercase().replace("inprogress", "in_progress");
+                    }
+                }
+                else => break,
+            }
+        }
+    })
 }
 
 /// Marks the browser dead when its process exits (local) or stops answering (remote).

@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chromiumoxide::cdp::browser_protocol::browser::BrowserContextId;
+use chromiumoxide::cdp::browser_protocol::browser::{
+    BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
+};
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams, GetTargetInfoParams, TargetId,
 };
@@ -94,6 +96,7 @@ impl BrowserService {
                         .create_browser_context(CreateBrowserContextParams::default()),
                 )
                 .await?;
+            self.allow_downloads(&browser, &context, name).await?;
             state.context = Some(context);
             state.browser = Some(browser.clone());
         }
@@ -103,6 +106,36 @@ impl BrowserService {
             browser,
             max_tabs: self.config.max_tabs_per_session,
         })
+    }
+
+    /// Lets the session's pages download into `<data dir>/downloads/<session>/` and report it.
+    async fn allow_downloads(
+        &self,
+        browser: &BrowserHandle,
+        context: &BrowserContextId,
+        session: &str,
+    ) -> ToolResult<()> {
+        let folder: String = session
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dir = self.config.data_dir.join("downloads").join(folder);
+        let params = SetDownloadBehaviorParams {
+            behavior: SetDownloadBehaviorBehavior::Allow,
+            browser_context_id: Some(context.clone()),
+            download_path: Some(dir.to_string_lossy().into_owned()),
+            events_enabled: Some(true),
+        };
+        browser
+            .cdp("allowing downloads", browser.browser.execute(params))
+            .await?;
+        Ok(())
     }
 
     fn lookup_or_create(&self, name: &str) -> ToolResult<Arc<Session>> {

@@ -255,6 +255,8 @@ pub struct Aftermath {
     pub ready: Readiness,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<super::tab::DialogRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub downloads: Vec<super::pool::Download>,
 }
 
 impl Tab {
@@ -284,6 +286,7 @@ impl Tab {
             navigated,
             ready,
             dialogs: self.take_dialogs(),
+            downloads: self.take_downloads(),
         })
     }
 }

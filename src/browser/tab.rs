@@ -170,6 +170,20 @@ impl Tab {
         std::mem::take(&mut lock(&self.events).dialogs)
     }
 
+    /// Downloads started from this tab since the last call.
+    pub(crate) fn take_downloads(&self) -> Vec<super::pool::Download> {
+        let main_frame = self.page.target_id().inner().clone();
+        let mut all = self
+            .browser
+            .downloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (mine, others): (Vec<_>, Vec<_>) =
+            all.drain(..).partition(|d| d.frame_id == main_frame);
+        *all = others;
+        mine
+    }
+
     /// Decides how the next JS dialog of this tab is answered.
     pub fn answer_next_dialog(&self, answer: DialogAnswer) {
         lock(&self.events).next_dialog = Some(answer);

@@ -125,6 +125,9 @@ impl Tool for Interact {
             if !aftermath.dialogs.is_empty() {
                 extra["dialogs"] = json!(aftermath.dialogs);
             }
+            if !aftermath.downloads.is_empty() {
+                extra["downloads"] = json!(aftermath.downloads);
+            }
             extra["elements_added"] = json!(changes.added.len());
             extra["elements_removed"] = json!(changes.removed);
             if !changes.added.is_empty() {

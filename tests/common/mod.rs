@@ -111,6 +111,7 @@ async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String)
         .route("/status/{code}", get(status_page))
         .route("/login", get(login_form).post(login))
         .route("/account", get(account))
+        .route("/download/{name}", get(download))
         .route("/{*path}", get(fixture_file))
         .with_state(other_origin);
     axum::serve(listener, router).await.unwrap();
@@ -184,6 +185,21 @@ async fn account(headers: axum::http::HeaderMap) -> Response {
         )
     };
     (status, [(header::CONTENT_TYPE, "text/html")], body).into_response()
+}
+
+/// A small CSV sent as an attachment, so the browser downloads it.
+async fn download(Path(name): Path<String>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        "month,total\njan,42\n",
+    )
+        .into_response()
 }
 
 async fn status_page(Path(code): Path<u16>) -> Response {
