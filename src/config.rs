@@ -24,6 +24,10 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Chromium executable to launch when no remote browser is configured.
     pub chromium: PathBuf,
+    /// A program that execs Chromium tied to this process's life (the `webpilot` binary itself,
+    /// set by `main`); none launches Chromium directly.
+    #[serde(skip)]
+    pub launcher: Option<PathBuf>,
     /// Connect to a running browser over its DevTools WebSocket instead of launching one.
     pub browser_ws: Option<String>,
     /// Connect to a running browser through its DevTools HTTP endpoint (`http://host:9222`).
@@ -52,6 +56,7 @@ impl Default for Config {
             token: None,
             data_dir: default_data_dir(),
             chromium: PathBuf::from("/usr/bin/chromium"),
+            launcher: None,
             browser_ws: None,
             browser_url: None,
             eager_browser: false,

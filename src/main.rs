@@ -41,6 +41,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if let Some(error) = webpilot::browser::exec_chromium_if_launcher() {
+        eprintln!("webpilot: cannot start the browser: {error}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -51,7 +55,11 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match Config::load(&cli.config) {
-        Ok(config) => config,
+        Ok(mut config) => {
+            // Chromium is started through this binary so that it dies with this process.
+            config.launcher = std::env::current_exe().ok();
+            config
+        }
         Err(error) => {
             eprintln!("webpilot: {error:#}");
             return ExitCode::from(2);

@@ -52,3 +52,51 @@ async fn sigterm_leaves_no_chromium_and_no_temp_dirs() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "temp dirs left behind: {left:?}");
 }
+
+#[tokio::test]
+async fn chromium_dies_with_a_killed_webpilot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (mut child, api) = common::spawn_service(data.path(), tmp.path());
+    let (status, _) = common::call_at(
+        &api,
+        "browser_navigate",
+        serde_json::json!({ "target": "about:blank" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let chromium = common::health(&api).await["browser"]["pid"]
+        .as_u64()
+        .expect("browser pid") as u32;
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    common::eventually(
+        "chromium exits with webpilot",
+        Duration::from_secs(10),
+        || {
+            let alive = process_alive(chromium);
+            async move { !alive }
+        },
+    )
+    .await;
+    let profile = tmp.path().to_string_lossy().into_owned();
+    common::eventually(
+        "no process uses the profile any more",
+        Duration::from_secs(10),
+        || {
+            let left = processes_mentioning(&profile);
+            async move { left == 0 }
+        },
+    )
+    .await;
+}
+
+/// How many processes have `needle` on their command line.
+fn processes_mentioning(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(needle))
+        .count()
+}

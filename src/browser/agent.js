@@ -69,6 +69,9 @@
     if (CLICK_EVENTS.has(type) && this instanceof Element) clickables.add(this);
     return origAdd.call(this, type, ...rest);
   };
+  // A navigation away starts here, before CDP reports any loading: remember when.
+  let leavingAt = null;
+  origAdd.call(window, 'beforeunload', () => { leavingAt = now(); }, true);
   new MutationObserver((records) => {
     if (records.some((r) => r.type !== 'attributes' || r.attributeName !== 'style')) lastMutation = now();
   }).observe(document, { childList: true, subtree: true, characterData: true, attributes: true });
@@ -267,9 +270,10 @@
       if (!inView(f.box, f.view)) item.offscreen = true;
       return item;
     });
+    const de = document.documentElement; // null while a new document is being created
     return { doc: docId, first: firstRef, next: nextRef, items,
       scroll: [Math.round(window.scrollX), Math.round(window.scrollY),
-        document.documentElement.scrollWidth, document.documentElement.scrollHeight] };
+        de ? de.scrollWidth : 0, de ? de.scrollHeight : 0] };
   }
 
   // Resolves a ref of this document to its element, or says why it cannot.
@@ -296,6 +300,7 @@
       frames: frames.size,
       requests,
       quietMs: Math.round(now() - lastMutation),
+      leavingMs: leavingAt === null ? null : Math.round(now() - leavingAt),
       found: waitFor ? textMatches(waitFor) : null,
     };
   }

@@ -21,7 +21,7 @@ mod tab;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use navigation::{Arrival, Destination};
-pub use pool::{BrowserHandle, BrowserPool};
+pub use pool::{BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher};
 pub use session::{BrowserService, SessionGuard, TabInfo};
 pub use settle::{Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

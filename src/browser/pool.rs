@@ -211,6 +211,25 @@ impl BrowserPool {
     }
 }
 
+/// Environment variable that turns the `webpilot` binary into a Chromium launcher: it asks the
+/// kernel to kill it when webpilot dies (`PR_SET_PDEATHSIG`), then execs the named browser.
+/// Without it, a webpilot killed by SIGKILL (or the OOM killer) would orphan its Chromium.
+pub const EXEC_CHROMIUM_ENV: &str = "WEBPILOT_EXEC_CHROMIUM";
+
+/// Runs the launcher role when asked to (see `EXEC_CHROMIUM_ENV`); returns only if not asked
+/// or if the exec failed.
+pub fn exec_chromium_if_launcher() -> Option<std::io::Error> {
+    use std::os::unix::process::CommandExt;
+    let browser = std::env::var_os(EXEC_CHROMIUM_ENV)?;
+    // SAFETY: prctl with constant arguments on the current process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let error = std::process::Command::new(browser)
+        .args(std::env::args_os().skip(1))
+        .env_remove(EXEC_CHROMIUM_ENV)
+        .exec();
+    Some(error)
+}
+
 /// Chromium's launch flags: headless, no background traffic, a private profile and TMPDIR.
 fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<BrowserConfig> {
     let viewport = chromiumoxide::handler::viewport::Viewport {
@@ -218,8 +237,13 @@ fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<
         height: config.viewport_height,
         ..Default::default()
     };
-    BrowserConfig::builder()
-        .chrome_executable(&config.chromium)
+    let builder = match &config.launcher {
+        Some(launcher) => BrowserConfig::builder()
+            .chrome_executable(launcher)
+            .env(EXEC_CHROMIUM_ENV, config.chromium.to_string_lossy()),
+        None => BrowserConfig::builder().chrome_executable(&config.chromium),
+    };
+    builder
         .no_sandbox()
         .user_data_dir(profile)
         .env("TMPDIR", tmp.to_string_lossy())

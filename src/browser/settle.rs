@@ -22,6 +22,9 @@ pub const SETTLE_CAP_MS: u64 = 3_000;
 /// After load, a request pending this long is treated as long-lived (long-poll, stream) and no
 /// longer blocks readiness.
 pub const LONG_REQUEST_MS: u64 = 2_000;
+/// After `beforeunload`, how long the old document counts as "navigating away" before CDP's
+/// loading events must take over (a download or a 204 ends the navigation without a commit).
+const NAVIGATION_START_GRACE_MS: u64 = 500;
 /// Upper bound for a single probe; a page stuck in a script must not stall the poll.
 const PROBE_TIMEOUT_MS: u64 = 1_000;
 
@@ -75,6 +78,9 @@ struct Probe {
     requests: u32,
     #[serde(default)]
     quiet_ms: u64,
+    /// Milliseconds since the page started navigating away (`beforeunload`), if it did.
+    #[serde(default)]
+    leaving_ms: Option<u64>,
     found: Option<bool>,
 }
 
@@ -175,7 +181,10 @@ impl Tab {
         if let Some(text) = wait_for {
             missing.push(format!("wait_for {text:?} has not appeared"));
         }
-        if lock(&self.events).main_loading && probe.ready_state == "complete" {
+        let just_left = probe
+            .leaving_ms
+            .is_some_and(|ms| ms < NAVIGATION_START_GRACE_MS);
+        if just_left || (lock(&self.events).main_loading && probe.ready_state == "complete") {
             missing.push("a navigation is in progress".into());
         }
         if probe.ready_state != "complete" {

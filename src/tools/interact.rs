@@ -119,7 +119,9 @@ impl Tool for Interact {
         let mut extra = perform(tab, &args, timeout).await?;
         if changes_page(args.action) {
             let aftermath = tab.settle_after_action(commits_before, timeout).await?;
-            let changes = tab.element_changes().await?;
+            // The action has happened; a page too busy to list its elements right now must
+            // not turn it into an error.
+            let changes = tab.element_changes().await.ok();
             extra["navigated"] = json!(aftermath.navigated);
             extra["ready"] = json!(aftermath.ready);
             if !aftermath.dialogs.is_empty() {
@@ -128,12 +130,14 @@ impl Tool for Interact {
             if !aftermath.downloads.is_empty() {
                 extra["downloads"] = json!(aftermath.downloads);
             }
-            extra["elements_added"] = json!(changes.added.len());
-            extra["elements_removed"] = json!(changes.removed);
-            if !changes.added.is_empty() {
-                let slice =
-                    super::paging::slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
-                extra["added"] = json!(slice.content);
+            if let Some(changes) = changes {
+                extra["elements_added"] = json!(changes.added.len());
+                extra["elements_removed"] = json!(changes.removed);
+                if !changes.added.is_empty() {
+                    let slice =
+                        super::paging::slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
+                    extra["added"] = json!(slice.content);
+                }
             }
         }
         let tab = session.tab(&tab_id)?;
