@@ -19,9 +19,13 @@
   let lastMutation = now();
   const clickables = new WeakSet();
 
-  const settleLater = (fn) => origSetTimeout.call(window, fn, 0);
+  // Work that just finished may still schedule more (promise chains): quiet counts from the
+  // last finished piece of work as well as from the last DOM change.
+  let lastActivity = now();
+  const settleLater = (fn) => origSetTimeout.call(window, () => { lastActivity = now(); fn(); }, 0);
   const tracked = (set, id, depth, fn) => function (...args) {
     set.delete(id.value);
+    lastActivity = now();
     const outer = chainDepth;
     chainDepth = depth + 1;
     try { return fn.apply(this, args); } finally { chainDepth = outer; }
@@ -56,6 +60,20 @@
       promise.then(() => settleLater(() => requests--), () => settleLater(() => requests--));
       return promise;
     };
+  }
+  // Reading a response body is part of the request: count it until the body is there.
+  if (window.Response) {
+    for (const method of ['text', 'json', 'arrayBuffer', 'blob', 'formData']) {
+      const orig = Response.prototype[method];
+      if (typeof orig !== 'function') continue;
+      Response.prototype[method] = function (...args) {
+        requests++;
+        let promise;
+        try { promise = orig.apply(this, args); } catch (e) { requests--; throw e; }
+        promise.then(() => settleLater(() => requests--), () => settleLater(() => requests--));
+        return promise;
+      };
+    }
   }
   const origSend = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.send = function (...args) {
@@ -299,7 +317,7 @@
       timers: timers.size,
       frames: frames.size,
       requests,
-      quietMs: Math.round(now() - lastMutation),
+      quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leavingAt === null ? null : Math.round(now() - leavingAt),
       found: waitFor ? textMatches(waitFor) : null,
     };

@@ -209,7 +209,10 @@ impl Tab {
             missing.push(format!("{} animation frame(s) pending", probe.frames));
         }
         if probe.quiet_ms < quiet_ms {
-            missing.push(format!("DOM changed {} ms ago", probe.quiet_ms));
+            missing.push(format!(
+                "the page was active {} ms ago (DOM change or finished work)",
+                probe.quiet_ms
+            ));
         }
         missing
     }
