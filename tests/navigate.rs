@@ -246,3 +246,18 @@ async fn missing_target_names_the_field() {
             .contains("timeout_ms")
     );
 }
+
+#[tokio::test]
+async fn new_tab_opens_the_page_beside_the_current_one() {
+    open("nav-newtab", "history-a.html").await;
+    let second = ok(
+        "browser_navigate",
+        json!({ "session": "nav-newtab", "target": harness().page("history-b.html"), "new_tab": true }),
+    )
+    .await;
+    assert_eq!(second["title"], "History B");
+    assert_ne!(second["tab"], "t1", "{second:#}");
+    let tabs = ok("browser_tabs", json!({ "session": "nav-newtab" })).await;
+    assert_eq!(tabs["tabs"].as_array().unwrap().len(), 2);
+    assert_eq!(tabs["active"], second["tab"]);
+}
