@@ -11,15 +11,6 @@ async fn act(session: &str, args: serde_json::Value) -> serde_json::Value {
     ok("browser_interact", args).await
 }
 
-async fn text_of(session: &str) -> String {
-    let read = ok(
-        "browser_read",
-        json!({ "session": session, "mode": "text", "max_tokens": 100000 }),
-    )
-    .await;
-    read["content"].as_str().unwrap().to_string()
-}
-
 #[tokio::test]
 async fn click_add_to_cart_updates_the_count_without_extra_waits() {
     let s = "act-cart";
@@ -27,7 +18,7 @@ async fn click_add_to_cart_updates_the_count_without_extra_waits() {
     let add = ref_of(&element_lines(s).await, "Add Item 07 to cart");
     let result = act(s, json!({ "action": "click", "ref": add })).await;
     assert_eq!(result["navigated"], false, "{result:#}");
-    assert!(text_of(s).await.contains("Cart: 1 item"));
+    assert!(common::page_text(s).await.contains("Cart: 1 item"));
 }
 
 #[tokio::test]
@@ -44,7 +35,11 @@ async fn type_with_submit_filters_the_list() {
         result["elements_removed"].as_u64().unwrap() >= 40,
         "{result:#}"
     );
-    assert!(text_of(s).await.contains("Showing 10 of 50 items"));
+    assert!(
+        common::page_text(s)
+            .await
+            .contains("Showing 10 of 50 items")
+    );
     let lines = element_lines(s).await;
     assert!(
         lines.iter().any(|l| l.contains("value=\"Item 4\"")),
@@ -65,7 +60,7 @@ async fn select_by_label_runs_the_onchange_handler() {
     )
     .await;
     assert_eq!(result["selected"]["value"], "de");
-    assert!(text_of(s).await.contains("Chose: de"));
+    assert!(common::page_text(s).await.contains("Chose: de"));
     let error = fails(
         "browser_interact",
         json!({ "session": s, "action": "select", "ref": country, "option": "Atlantis" }),
@@ -85,9 +80,9 @@ async fn send_keys_tab_and_enter_drive_a_form() {
     act(s, json!({ "action": "send_keys", "keys": "L o v e" })).await;
     act(s, json!({ "action": "send_keys", "keys": "Enter" })).await;
     assert!(
-        text_of(s).await.contains("Submitted: Ada / Love"),
+        common::page_text(s).await.contains("Submitted: Ada / Love"),
         "{}",
-        text_of(s).await
+        common::page_text(s).await
     );
 }
 
@@ -104,7 +99,11 @@ async fn upload_shows_the_file_name_and_size() {
         json!({ "action": "upload", "ref": input, "paths": [path] }),
     )
     .await;
-    assert!(text_of(s).await.contains("Picked notes.txt (12 bytes)"));
+    assert!(
+        common::page_text(s)
+            .await
+            .contains("Picked notes.txt (12 bytes)")
+    );
     fails(
         "browser_interact",
         json!({ "session": s, "action": "upload", "ref": input, "paths": ["/no/such/file"] }),
@@ -134,7 +133,7 @@ async fn hover_reveals_a_menu() {
 async fn scroll_loads_more_items_on_an_infinite_page() {
     let s = "act-scroll";
     open(s, "scroll.html").await;
-    assert!(text_of(s).await.contains("20 posts loaded"));
+    assert!(common::page_text(s).await.contains("20 posts loaded"));
     for _ in 0..3 {
         act(
             s,
@@ -142,7 +141,7 @@ async fn scroll_loads_more_items_on_an_infinite_page() {
         )
         .await;
     }
-    let text = text_of(s).await;
+    let text = common::page_text(s).await;
     assert!(
         !text.contains("20 posts loaded"),
         "more posts should load: {}",
@@ -190,7 +189,7 @@ async fn dialogs_are_reported_and_answered_as_asked() {
         json!({ "action": "click", "ref": ref_of(&lines, "Confirm me") }),
     )
     .await;
-    assert!(text_of(s).await.contains("confirm=false"));
+    assert!(common::page_text(s).await.contains("confirm=false"));
     act(
         s,
         json!({ "action": "dialog", "accept": true, "prompt_text": "Grace" }),
@@ -202,7 +201,7 @@ async fn dialogs_are_reported_and_answered_as_asked() {
     )
     .await;
     assert_eq!(prompt["dialogs"][0]["type"], "prompt");
-    assert!(text_of(s).await.contains("prompt=Grace"));
+    assert!(common::page_text(s).await.contains("prompt=Grace"));
 }
 
 #[tokio::test]

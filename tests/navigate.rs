@@ -51,17 +51,8 @@ async fn wait_for_text_returns_once_it_appears() {
     )
     .await;
     assert_eq!(result["ready"]["by"], "wait_for", "{result:#}");
-    let text = ok(
-        "browser_read",
-        json!({ "session": "nav-wait", "mode": "text" }),
-    )
-    .await;
-    assert!(
-        text["content"]
-            .as_str()
-            .unwrap()
-            .contains("Showing 50 of 50 items")
-    );
+    let text = common::page_text("nav-wait").await;
+    assert!(text.contains("Showing 50 of 50 items"));
 }
 
 #[tokio::test]
@@ -101,17 +92,8 @@ async fn never_finishing_resource_returns_within_the_timeout_and_page_stays_usab
             .unwrap()
             .contains("Still usable")
     );
-    let text = ok(
-        "browser_read",
-        json!({ "session": "nav-never", "mode": "text" }),
-    )
-    .await;
-    assert!(
-        text["content"]
-            .as_str()
-            .unwrap()
-            .contains("Visible before the stuck resource")
-    );
+    let text = common::page_text("nav-never").await;
+    assert!(text.contains("Visible before the stuck resource"));
 }
 
 #[tokio::test]
@@ -122,17 +104,8 @@ async fn dialogs_on_load_are_answered_and_reported() {
     assert_eq!(dialogs[0]["type"], "alert");
     assert_eq!(dialogs[0]["message"], "Hello from the page");
     assert_eq!(dialogs[1]["type"], "confirm");
-    let text = ok(
-        "browser_read",
-        json!({ "session": "nav-alert", "mode": "text" }),
-    )
-    .await;
-    assert!(
-        text["content"]
-            .as_str()
-            .unwrap()
-            .contains("after the alert, confirm=true")
-    );
+    let text = common::page_text("nav-alert").await;
+    assert!(text.contains("after the alert, confirm=true"));
 }
 
 #[tokio::test]

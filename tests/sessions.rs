@@ -10,35 +10,15 @@ use serde_json::json;
 #[tokio::test]
 async fn cookies_of_one_session_are_invisible_in_another() {
     open("iso-a", "cookies.html?set=flavour=oatmeal").await;
-    let a = ok(
-        "browser_read",
-        json!({ "session": "iso-a", "mode": "text" }),
-    )
-    .await;
-    assert!(
-        a["content"].as_str().unwrap().contains("flavour=oatmeal"),
-        "{a:#}"
-    );
+    let a = common::page_text("iso-a").await;
+    assert!(a.contains("flavour=oatmeal"), "{a:#}");
     open("iso-b", "cookies.html").await;
-    let b = ok(
-        "browser_read",
-        json!({ "session": "iso-b", "mode": "text" }),
-    )
-    .await;
-    assert_eq!(b["content"].as_str().unwrap().trim(), "cookies: []");
+    let b = common::page_text("iso-b").await;
+    assert_eq!(b.trim(), "cookies: []");
     // and the cookie persists within session A
     open("iso-a", "cookies.html").await;
-    let again = ok(
-        "browser_read",
-        json!({ "session": "iso-a", "mode": "text" }),
-    )
-    .await;
-    assert!(
-        again["content"]
-            .as_str()
-            .unwrap()
-            .contains("flavour=oatmeal")
-    );
+    let again = common::page_text("iso-a").await;
+    assert!(again.contains("flavour=oatmeal"));
 }
 
 #[tokio::test]
@@ -74,24 +54,16 @@ async fn tabs_can_be_opened_switched_and_closed() {
     assert_eq!(tabs.len(), 2, "{opened:#}");
     let new_id = opened["active"].as_str().unwrap().to_string();
     assert_eq!(tabs[1]["title"], "History B");
-    let read = ok(
-        "browser_read",
-        json!({ "session": session, "mode": "text" }),
-    )
-    .await;
-    assert!(read["content"].as_str().unwrap().contains("Page B"));
+    let read = common::page_text(session).await;
+    assert!(read.contains("Page B"));
     let first_id = tabs[0]["tab"].as_str().unwrap().to_string();
     ok(
         "browser_tabs",
         json!({ "session": session, "action": "switch", "tab": first_id }),
     )
     .await;
-    let read = ok(
-        "browser_read",
-        json!({ "session": session, "mode": "text" }),
-    )
-    .await;
-    assert!(read["content"].as_str().unwrap().contains("Page A"));
+    let read = common::page_text(session).await;
+    assert!(read.contains("Page A"));
     let closed = ok(
         "browser_tabs",
         json!({ "session": session, "action": "close", "tab": new_id }),

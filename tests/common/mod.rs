@@ -400,3 +400,13 @@ pub async fn health(api: &str) -> Value {
         .await
         .expect("healthz is JSON")
 }
+
+/// The visible text of the session's active tab.
+pub async fn page_text(session: &str) -> String {
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "text", "max_tokens": 100000 }),
+    )
+    .await;
+    read["content"].as_str().expect("text content").to_string()
+}
