@@ -92,7 +92,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             let app = App::new(config);
             println!(
                 "{}",
-                serde_json::to_string_pretty(&app.registry.definitions())?
+                serde_json::to_string_pretty(app.registry.definitions())?
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -38,6 +38,15 @@ async fn tool_list_is_valid_openai_function_definitions_and_small() {
     for expected in ["browser_navigate", "browser_read", "browser_tabs"] {
         assert!(names.contains(&expected), "{names:?}");
     }
+    let prompt = client()
+        .get(format!("{}/api/tools/prompt", harness().api))
+        .send()
+        .await
+        .unwrap();
+    let prompt = prompt.text().await.unwrap();
+    for name in &names {
+        assert!(prompt.contains(name), "the prompt has no guide for {name}");
+    }
     for tool in &tools {
         assert_eq!(tool["type"], "function");
         let function = &tool["function"];

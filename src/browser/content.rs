@@ -110,6 +110,38 @@ impl Tab {
     }
 }
 
+/// Which of the page conditions fail: `text` must be shown, `selector` must match, `not_text`
+/// must not be shown. Each failure is described in words.
+const CONDITIONS_JS: &str = r#"(c) => {
+  const body = document.body ? document.body.innerText : '';
+  const failed = [];
+  if (c.text && !body.includes(c.text)) failed.push('text ' + JSON.stringify(c.text) + ' not found');
+  if (c.selector) {
+    let hit = null;
+    try { hit = document.querySelector(c.selector); } catch (e) { hit = null; }
+    if (!hit) failed.push('selector ' + JSON.stringify(c.selector) + ' not found');
+  }
+  if (c.notText && body.includes(c.notText)) failed.push('found ' + JSON.stringify(c.notText));
+  return failed;
+}"#;
+
+impl Tab {
+    /// The conditions that do not hold on the current page (empty when all hold).
+    pub async fn unmet_conditions(
+        &self,
+        text: Option<&str>,
+        selector: Option<&str>,
+        not_text: Option<&str>,
+    ) -> ToolResult<Vec<String>> {
+        let conditions =
+            serde_json::json!({ "text": text, "selector": selector, "notText": not_text });
+        let value = self
+            .evaluate_raw(&format!("({CONDITIONS_JS})({conditions})"), None)
+            .await?;
+        Ok(serde_json::from_value(value).unwrap_or_default())
+    }
+}
+
 fn bad_selector(selector: &str) -> ToolError {
     ToolError::invalid(format!(
         "selector {selector:?} is not valid CSS or matches no element"

@@ -381,9 +381,15 @@ impl SessionGuard {
     }
 
     /// The named tab, or the active one when no id is given.
+    /// An id not known yet may be a popup opened since the last call: adopt pages first.
     pub async fn tab_or_active(&mut self, id: Option<&str>) -> ToolResult<&mut Tab> {
         match id {
-            Some(id) => self.tab(id),
+            Some(id) => {
+                if self.index_of(id).is_none() {
+                    self.sync_tabs().await?;
+                }
+                self.tab(id)
+            }
             None => self.active_tab().await,
         }
     }

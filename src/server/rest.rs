@@ -1,5 +1,6 @@
-//! REST: `GET /api/tools` (OpenAI function definitions), `POST /api/tools/{name}` (run a tool
-//! with the JSON body as arguments), `GET /healthz`. Every error has the tool error shape.
+//! REST: `GET /api/tools` (OpenAI function definitions), `GET /api/tools/prompt` (usage guides),
+//! `POST /api/tools/{name}` (run a tool with the JSON body as arguments), `GET /healthz`.
+//! Every error has the tool error shape.
 
 use axum::Json;
 use axum::Router;
@@ -22,6 +23,7 @@ pub(super) fn routes(app: App) -> Router {
     Router::new()
         .route("/healthz", get(health))
         .route("/api/tools", get(list_tools))
+        .route("/api/tools/prompt", get(tool_prompt))
         .route("/api/tools/{name}", post(call_tool))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -38,7 +40,12 @@ async fn health(State(app): State<App>) -> Json<Value> {
 }
 
 async fn list_tools(State(app): State<App>) -> Json<Value> {
-    Json(app.registry.definitions())
+    Json(app.registry.definitions().clone())
+}
+
+/// The tools' usage guides, ready to use as (part of) an agent's system prompt.
+async fn tool_prompt(State(app): State<App>) -> String {
+    app.registry.prompt()
 }
 
 async fn call_tool(
@@ -116,7 +123,7 @@ pub(crate) fn error_response(error: &ToolError) -> Response {
 async fn not_found() -> Response {
     error_response(
         &ToolError::new(ErrorCode::NoSuchTool, "no such endpoint")
-            .with_hint("endpoints: GET /api/tools, POST /api/tools/{name}, GET /healthz"),
+            .with_hint("endpoints: GET /api/tools, GET /api/tools/prompt, POST /api/tools/{name}, GET /healthz"),
     )
 }
 

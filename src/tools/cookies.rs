@@ -258,19 +258,13 @@ async fn run_check(
     // Plain readiness, not wait_for: a logged-out page would make wait_for run to the timeout.
     tab.navigate(Destination::Url(url.to_string()), None, timeout)
         .await?;
-    let conditions = json!({
-        "text": check.text, "selector": check.selector, "notText": check.not_text,
-    });
-    let script = format!(
-        "(() => {{ const c = {conditions}; const body = document.body ? document.body.innerText : ''; const failed = []; \
-         if (c.text && !body.includes(c.text)) failed.push('text ' + JSON.stringify(c.text) + ' not found'); \
-         if (c.selector) {{ let hit = null; try {{ hit = document.querySelector(c.selector); }} catch (e) {{}} \
-           if (!hit) failed.push('selector ' + JSON.stringify(c.selector) + ' not found'); }} \
-         if (c.notText && body.includes(c.notText)) failed.push('found ' + JSON.stringify(c.notText)); \
-         return failed; }})()"
-    );
-    let mut failed: Vec<String> =
-        serde_json::from_value(tab.evaluate_script(&script).await?).unwrap_or_default();
+    let mut failed = tab
+        .unmet_conditions(
+            check.text.as_deref(),
+            check.selector.as_deref(),
+            check.not_text.as_deref(),
+        )
+        .await?;
     let final_url = tab.url().await;
     if let Some(part) = &check.url_contains
         && !final_url.contains(part.as_str())

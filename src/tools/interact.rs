@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
@@ -69,7 +69,7 @@ pub struct InteractArgs {
     pub session: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Click,
@@ -112,7 +112,6 @@ impl Tool for Interact {
         );
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
-        session.sync_tabs().await?;
         let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let tab_id = tab.id.clone();
         let commits_before = tab.main_commits();
@@ -311,23 +310,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
 fn missing(field: &str, action: Action) -> ToolError {
     ToolError::invalid(format!(
         "field `{field}` is required for action={}",
-        action_name(action)
+        json!(action).as_str().unwrap_or_default()
     ))
     .with_hint("refs come from browser_read mode=elements")
-}
-
-fn action_name(action: Action) -> &'static str {
-    match action {
-        Action::Click => "click",
-        Action::Type => "type",
-        Action::SendKeys => "send_keys",
-        Action::Select => "select",
-        Action::Options => "options",
-        Action::Upload => "upload",
-        Action::Hover => "hover",
-        Action::Scroll => "scroll",
-        Action::Wait => "wait",
-        Action::Evaluate => "evaluate",
-        Action::Dialog => "dialog",
-    }
 }

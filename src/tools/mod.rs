@@ -134,6 +134,8 @@ fn parse_args<A: DeserializeOwned>(tool: &str, args: Value) -> ToolResult<A> {
 /// All tools, by name, in a stable order.
 pub struct Registry {
     tools: Vec<Box<dyn DynTool>>,
+    /// The OpenAI function definitions, generated once: schemas never change at run time.
+    definitions: Value,
     ctx: Ctx,
 }
 
@@ -147,8 +149,10 @@ impl Registry {
             Box::new(tabs::Tabs),
             Box::new(cookies::Cookies),
         ];
+        let definitions = Value::Array(tools.iter().map(|t| t.definition()).collect());
         Self {
             tools,
+            definitions,
             ctx: Ctx { config, browser },
         }
     }
@@ -162,8 +166,8 @@ impl Registry {
     }
 
     /// The tool list as OpenAI function definitions.
-    pub fn definitions(&self) -> Value {
-        Value::Array(self.tools.iter().map(|t| t.definition()).collect())
+    pub fn definitions(&self) -> &Value {
+        &self.definitions
     }
 
     /// The usage guides of all tools, one paragraph each.
@@ -177,11 +181,13 @@ impl Registry {
 
     /// Whether tool `name` takes an argument called `field`.
     pub fn accepts(&self, name: &str, field: &str) -> bool {
-        self.tools
-            .iter()
-            .find(|t| t.name() == name)
-            .is_some_and(|t| {
-                t.definition()["function"]["parameters"]["properties"]
+        self.definitions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["function"]["name"] == name)
+            .is_some_and(|d| {
+                d["function"]["parameters"]["properties"]
                     .get(field)
                     .is_some()
             })

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::paging::{Slice, slice_lines, slice_text};
@@ -46,7 +46,7 @@ pub struct ReadArgs {
     pub session: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadMode {
     #[default]
@@ -73,7 +73,6 @@ impl Tool for Read {
         let budget = args.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
-        session.sync_tabs().await?;
         let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let cursor = args.cursor.as_deref();
         let extra = match mode {
@@ -121,7 +120,7 @@ impl Tool for Read {
             }
         };
         let mut extra = extra;
-        extra["mode"] = json!(mode_name(mode));
+        extra["mode"] = json!(mode);
         let fields = browser_fields(&name, tab).await;
         Ok(ToolOutput::json(merge(fields, extra)))
     }
@@ -185,15 +184,4 @@ fn paged(slice: Slice, extra: Value) -> Value {
         target.extend(extra);
     }
     value
-}
-
-fn mode_name(mode: ReadMode) -> &'static str {
-    match mode {
-        ReadMode::Elements => "elements",
-        ReadMode::Markdown => "markdown",
-        ReadMode::Text => "text",
-        ReadMode::Html => "html",
-        ReadMode::Find => "find",
-        ReadMode::Extract => "extract",
-    }
 }

@@ -75,7 +75,7 @@ impl Tool for Screenshot {
             extra["legend"] = json!(legend);
         }
         if let Some(path) = save_path {
-            write_private(&path, &picture.bytes)?;
+            write_file(&path, &picture.bytes)?;
             extra["saved"] = json!(path);
         }
         let fields = browser_fields(&name, tab).await;
@@ -147,7 +147,7 @@ fn screenshot_path(
     Ok(data_dir.join("screenshots").join(file))
 }
 
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> ToolResult<()> {
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> ToolResult<()> {
     let failed =
         |e: std::io::Error| ToolError::internal(format!("cannot save {}: {e}", path.display()));
     if let Some(dir) = path.parent() {

@@ -51,9 +51,13 @@ impl Tool for Tabs {
 
     async fn run(&self, ctx: &Ctx, args: TabsArgs) -> ToolResult<ToolOutput> {
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        session.sync_tabs().await?;
+        let action = args.action.unwrap_or_default();
+        if matches!(action, Action::Switch | Action::Close) {
+            // The tab named may be a popup opened since the last call.
+            session.sync_tabs().await?;
+        }
         let mut extra = json!({});
-        match args.action.unwrap_or_default() {
+        match action {
             Action::List => {}
             Action::New => {
                 let url = args.url.as_deref().map(checked_url).transpose()?;
