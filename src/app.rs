@@ -1,4 +1,4 @@
-//! The assembled service: configuration, the browser side and the tool registry, shared by the
+//! The assembled service: configuration, the browser and web sides and the tool registry, shared by the
 //! HTTP server and the in-process CLI.
 
 use std::sync::Arc;
@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::tools::Registry;
+use crate::web::WebService;
 
 /// Everything a front needs. Cheap to clone.
 #[derive(Clone)]
@@ -17,16 +18,17 @@ pub struct App {
 
 impl App {
     /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
-    pub fn new(config: Config) -> Self {
+    pub fn new(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
+        let web = Arc::new(WebService::new(&config)?);
         let browser = BrowserService::new(config.clone());
         browser.spawn_reaper();
-        let registry = Arc::new(Registry::new(config.clone(), browser.clone()));
-        Self {
+        let registry = Arc::new(Registry::new(config.clone(), browser.clone(), web));
+        Ok(Self {
             config,
             browser,
             registry,
-        }
+        })
     }
 
     /// Closes every session and the browser; leaves no Chromium process or temp dir behind.

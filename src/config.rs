@@ -46,6 +46,82 @@ pub struct Config {
     pub cdp_timeout_ms: u64,
     /// Default `timeout_ms` of browser_navigate.
     pub navigation_timeout_ms: u64,
+    /// The guarded HTTP client of open_web_page and the crawler.
+    pub fetch: FetchConfig,
+    /// web_search backends.
+    pub search: SearchConfig,
+}
+
+/// Limits and address policy of browserless fetches.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FetchConfig {
+    /// Private, loopback or link-local targets fetched anyway: IPs, CIDR networks or host names.
+    pub allow: Vec<String>,
+    /// Bodies are cut (and reported `truncated`) at this many bytes.
+    pub max_bytes: usize,
+    pub max_redirects: usize,
+    pub connect_timeout_ms: u64,
+    /// Longest silence while reading a response.
+    pub read_timeout_ms: u64,
+    /// Longest a whole fetch (all redirects, whole body) may take.
+    pub total_timeout_ms: u64,
+    pub user_agent: String,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            max_bytes: 8 * 1024 * 1024,
+            max_redirects: 10,
+            connect_timeout_ms: 5_000,
+            read_timeout_ms: 10_000,
+            total_timeout_ms: 30_000,
+            user_agent: concat!(
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) ",
+                "Chrome/131.0 Safari/537.36 webpilot/",
+                env!("CARGO_PKG_VERSION")
+            )
+            .into(),
+        }
+    }
+}
+
+/// Where each search backend lives, its key, and the order `backend=auto` tries them in.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Backends `auto` tries, in order; unconfigured ones (no URL or key) are left out.
+    pub order: Vec<String>,
+    pub duckduckgo_url: String,
+    /// A SearXNG instance with JSON output enabled (none by default).
+    pub searxng_url: Option<String>,
+    pub tavily_url: String,
+    pub tavily_key: Option<String>,
+    pub brave_url: String,
+    pub brave_key: Option<String>,
+    pub timeout_ms: u64,
+    /// A backend that failed is skipped by `auto` for this long.
+    pub cooldown_secs: u64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            order: ["duckduckgo", "searxng", "brave", "tavily"]
+                .map(String::from)
+                .to_vec(),
+            duckduckgo_url: "https://html.duckduckgo.com/html/".into(),
+            searxng_url: None,
+            tavily_url: "https://api.tavily.com".into(),
+            tavily_key: None,
+            brave_url: "https://api.search.brave.com".into(),
+            brave_key: None,
+            timeout_ms: 10_000,
+            cooldown_secs: 120,
+        }
+    }
 }
 
 impl Default for Config {
@@ -67,6 +143,8 @@ impl Default for Config {
             viewport_height: 720,
             cdp_timeout_ms: 10_000,
             navigation_timeout_ms: 15_000,
+            fetch: FetchConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 }
@@ -116,6 +194,41 @@ pub struct ConfigArgs {
     /// Default viewport as WIDTHxHEIGHT (default 1280x720).
     #[arg(long, env = "WEBPILOT_VIEWPORT", global = true, value_parser = parse_viewport)]
     pub viewport: Option<(u32, u32)>,
+    /// Private/loopback targets open_web_page may fetch (IPs, CIDRs, host names; comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_FETCH_ALLOW",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub fetch_allow: Option<Vec<String>>,
+    /// Order in which web_search backend=auto tries backends (comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_SEARCH_ORDER",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub search_order: Option<Vec<String>>,
+    /// SearXNG instance URL (JSON output enabled).
+    #[arg(long, env = "WEBPILOT_SEARXNG_URL", global = true)]
+    pub searxng_url: Option<String>,
+    /// Tavily API key.
+    #[arg(
+        long,
+        env = "WEBPILOT_TAVILY_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub tavily_key: Option<String>,
+    /// Brave Search API subscription token.
+    #[arg(
+        long,
+        env = "WEBPILOT_BRAVE_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub brave_key: Option<String>,
 }
 
 fn parse_viewport(text: &str) -> Result<(u32, u32), String> {
@@ -179,6 +292,17 @@ impl Config {
         if args.browser_url.is_some() {
             self.browser_url = args.browser_url.clone();
         }
+        set(&mut self.fetch.allow, &args.fetch_allow);
+        set(&mut self.search.order, &args.search_order);
+        for (slot, value) in [
+            (&mut self.search.searxng_url, &args.searxng_url),
+            (&mut self.search.tavily_key, &args.tavily_key),
+            (&mut self.search.brave_key, &args.brave_key),
+        ] {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
         if let Some((w, h)) = args.viewport {
             self.viewport_width = w;
             self.viewport_height = h;
@@ -195,6 +319,19 @@ impl Config {
         }
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");
+        }
+        crate::web::policy::UrlPolicy::new(&self.fetch.allow)
+            .map_err(|e| anyhow::anyhow!("fetch.allow: {e}"))?;
+        if let Some(unknown) = self
+            .search
+            .order
+            .iter()
+            .find(|name| !crate::web::search::BACKENDS.contains(&name.as_str()))
+        {
+            anyhow::bail!(
+                "search.order: unknown backend {unknown:?} (known: {})",
+                crate::web::search::BACKENDS.join(", ")
+            );
         }
         Ok(())
     }

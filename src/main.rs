@@ -89,7 +89,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve => serve(config).await,
         Command::Tools => {
-            let app = App::new(config);
+            let app = App::new(config)?;
             println!(
                 "{}",
                 serde_json::to_string_pretty(app.registry.definitions())?
@@ -106,7 +106,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
     let eager = config.eager_browser;
-    let app = App::new(config);
+    let app = App::new(config)?;
     if eager {
         app.browser
             .pool
@@ -134,7 +134,7 @@ async fn call(
             return Ok(ExitCode::from(2));
         }
     };
-    let app = App::new(config);
+    let app = App::new(config)?;
     let result = tokio::select! {
         result = app.registry.call(tool, args) => Some(result),
         _ = webpilot::server::shutdown_signal() => None,

@@ -8,11 +8,13 @@
 mod cookies;
 mod interact;
 mod navigate;
+mod open_web_page;
 pub mod paging;
 mod read;
 mod schema;
 mod screenshot;
 mod tabs;
+mod web_search;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +28,7 @@ use tracing::Instrument;
 use crate::browser::{BrowserService, Tab};
 use crate::config::Config;
 use crate::error::{ToolError, ToolResult};
+use crate::web::WebService;
 
 /// Name of the session used when a call does not name one.
 pub const DEFAULT_SESSION: &str = "default";
@@ -57,6 +60,7 @@ impl ToolOutput {
 pub struct Ctx {
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
+    pub web: Arc<WebService>,
 }
 
 /// One tool: its name, description, typed arguments and handler.
@@ -140,7 +144,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(config: Arc<Config>, browser: Arc<BrowserService>) -> Self {
+    pub fn new(config: Arc<Config>, browser: Arc<BrowserService>, web: Arc<WebService>) -> Self {
         let tools: Vec<Box<dyn DynTool>> = vec![
             Box::new(navigate::Navigate),
             Box::new(read::Read),
@@ -148,12 +152,18 @@ impl Registry {
             Box::new(screenshot::Screenshot),
             Box::new(tabs::Tabs),
             Box::new(cookies::Cookies),
+            Box::new(web_search::WebSearch),
+            Box::new(open_web_page::OpenWebPage),
         ];
         let definitions = Value::Array(tools.iter().map(|t| t.definition()).collect());
         Self {
             tools,
             definitions,
-            ctx: Ctx { config, browser },
+            ctx: Ctx {
+                config,
+                browser,
+                web,
+            },
         }
     }
 

@@ -14,7 +14,8 @@ pub fn to_markdown(html: &str) -> String {
     collapse_blank_lines(&markdown)
 }
 
-fn collapse_blank_lines(text: &str) -> String {
+/// Trims line ends and collapses runs of blank lines to one.
+pub fn collapse_blank_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank_run = 0;
     for line in text.lines() {

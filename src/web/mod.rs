@@ -1,5 +1,29 @@
-//! The browserless side: turning HTML into Markdown and picking the sections of a document that
-//! answer a query. No CDP here.
+//! The browserless side: fetching pages over guarded HTTP, extracting their content, searching
+//! the web, turning HTML into Markdown and picking the sections of a document that answer a
+//! query. No CDP here: when a page needs a browser, `shell` says so and the tool layer renders it.
 
+pub mod charset;
+pub mod client;
+pub mod extract;
 pub mod markdown;
+pub mod policy;
+pub mod search;
 pub mod sections;
+pub mod shell;
+
+use crate::config::Config;
+
+/// The shared state of browserless tools: the HTTP clients and the search backends.
+pub struct WebService {
+    pub client: client::WebClient,
+    pub searcher: search::Searcher,
+}
+
+impl WebService {
+    pub fn new(config: &Config) -> anyhow::Result<Self> {
+        Ok(Self {
+            client: client::WebClient::new(&config.fetch, &config.search)?,
+            searcher: search::Searcher::new(config.search.clone()),
+        })
+    }
+}

@@ -67,7 +67,7 @@ pub fn start(mut config: Config) -> Harness {
             let data_dir = tempfile::tempdir().expect("data dir");
             config.data_dir = data_dir.path().to_path_buf();
             config.port = 0;
-            let app = App::new(config);
+            let app = App::new(config).expect("service");
             register_for_exit(&app);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await

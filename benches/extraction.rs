@@ -1,0 +1,95 @@
+//! Extraction speed (and outputs for scoring): main content + Markdown over a corpus directory,
+//! single-threaded, pages read into memory first so only extraction is timed.
+//!
+//! `cargo bench --bench extraction -- CORPUS_DIR [--out DIR] [--rounds N]`
+//! Each page folder holds `source.html` and either `ground-truth.json` (its `url` is the base)
+//! or Readability's files (base `http://fakehost/test/page.html`, as Mozilla's harness uses).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use url::Url;
+use webpilot::web::extract::{ExtractKind, TextFormat, extract};
+
+struct Page {
+    name: String,
+    html: String,
+    base: Url,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let Some(corpus) = args.first() else {
+        eprintln!("usage: extraction CORPUS_DIR [--out DIR] [--rounds N]");
+        std::process::exit(2);
+    };
+    let option = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let out = option("--out").map(PathBuf::from);
+    let rounds: usize = option("--rounds").and_then(|n| n.parse().ok()).unwrap_or(3);
+    let pages = load(Path::new(corpus));
+    if let Some(out) = &out {
+        std::fs::create_dir_all(out).expect("output directory");
+        for page in &pages {
+            let result = extract(
+                &page.html,
+                &page.base,
+                ExtractKind::Main,
+                TextFormat::Markdown,
+            );
+            let title = result.title.replace('\n', " ");
+            let text = format!("---\ntitle: {title:?}\n---\n\n{}\n", result.content);
+            std::fs::write(out.join(format!("{}.md", page.name)), text).expect("write output");
+        }
+    }
+    let started = Instant::now();
+    let mut chars = 0usize;
+    for _ in 0..rounds {
+        for page in &pages {
+            let result = extract(
+                &page.html,
+                &page.base,
+                ExtractKind::Main,
+                TextFormat::Markdown,
+            );
+            chars += result.content.len();
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let per_second = (pages.len() * rounds) as f64 / seconds;
+    println!(
+        "{{\"pages\": {}, \"rounds\": {rounds}, \"seconds\": {seconds:.3}, \"pages_per_second\": {per_second:.1}, \"chars\": {chars}}}",
+        pages.len()
+    );
+}
+
+fn load(corpus: &Path) -> Vec<Page> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus)
+        .expect("corpus directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("source.html").exists())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| {
+            let html = String::from_utf8_lossy(&std::fs::read(dir.join("source.html")).unwrap())
+                .into_owned();
+            let base = std::fs::read_to_string(dir.join("ground-truth.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["url"].as_str().and_then(|u| Url::parse(u).ok()))
+                .unwrap_or_else(|| Url::parse("http://fakehost/test/page.html").unwrap());
+            Page {
+                name: dir.file_name().unwrap().to_string_lossy().into_owned(),
+                html,
+                base,
+            }
+        })
+        .collect()
+}

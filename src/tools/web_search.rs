@@ -1,0 +1,95 @@
+//! `web_search`: a web search without a browser, over DuckDuckGo (no key), SearXNG, Tavily or
+//! Brave, with failover between them.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Ctx, Tool, ToolOutput};
+use crate::error::{ToolError, ToolResult};
+use crate::web::search::{BackendChoice, SearchRequest, TimeRange};
+
+/// Bounds of `max_results`.
+const MAX_RESULTS: (usize, usize) = (1, 20);
+const DEFAULT_RESULTS: usize = 5;
+/// DuckDuckGo refuses longer queries; no backend needs more.
+const MAX_QUERY_CHARS: usize = 500;
+
+const GUIDE: &str = "web_search finds pages without a browser and returns titles, URLs and \
+snippets. Read a result with open_web_page (or browser_navigate when you need to interact).";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchArgs {
+    /// What to search for.
+    pub query: String,
+    /// 1–20 (default 5).
+    pub max_results: Option<usize>,
+    /// auto (default: configured backends in order, with failover) | duckduckgo | searxng | tavily | brave.
+    pub backend: Option<BackendChoice>,
+    /// day | week | month | year.
+    pub time_range: Option<TimeRange>,
+    /// Language/region code, e.g. en, de-de.
+    pub language: Option<String>,
+    /// Tavily search depth: basic (default) | advanced.
+    pub search_depth: Option<String>,
+    /// Only results from these domains.
+    pub include_domains: Option<Vec<String>>,
+}
+
+pub struct WebSearch;
+
+#[async_trait]
+impl Tool for WebSearch {
+    type Args = WebSearchArgs;
+    const NAME: &'static str = "web_search";
+    const GUIDE: &'static str = GUIDE;
+    const DESCRIPTION: &'static str = "Search the web without a browser. Returns title, url, snippet per result, the backend used and any that failed.";
+
+    async fn run(&self, ctx: &Ctx, args: WebSearchArgs) -> ToolResult<ToolOutput> {
+        let backend = args.backend.unwrap_or_default();
+        let request = request(args)?;
+        let started = std::time::Instant::now();
+        let http = ctx.web.client.trusted();
+        let outcome = ctx.web.searcher.search(http, backend, &request).await?;
+        let mut value = json!(outcome);
+        value["search_time_ms"] = json!(started.elapsed().as_millis() as u64);
+        Ok(ToolOutput::json(value))
+    }
+}
+
+/// Checks the arguments and normalises the query's whitespace.
+fn request(args: WebSearchArgs) -> ToolResult<SearchRequest> {
+    let query = args.query.split_whitespace().collect::<Vec<_>>().join(" ");
+    if query.is_empty() {
+        return Err(ToolError::invalid("field `query` must not be empty"));
+    }
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ToolError::invalid(format!(
+            "field `query` is longer than {MAX_QUERY_CHARS} characters"
+        )));
+    }
+    let max_results = args.max_results.unwrap_or(DEFAULT_RESULTS);
+    if !(MAX_RESULTS.0..=MAX_RESULTS.1).contains(&max_results) {
+        return Err(ToolError::invalid(format!(
+            "field `max_results` must be from {} to {}, got {max_results}",
+            MAX_RESULTS.0, MAX_RESULTS.1
+        )));
+    }
+    if let Some(depth) = &args.search_depth
+        && !["basic", "advanced", "fast", "ultra-fast"].contains(&depth.as_str())
+    {
+        return Err(ToolError::invalid(
+            "field `search_depth` must be basic, advanced, fast or ultra-fast",
+        ));
+    }
+    Ok(SearchRequest {
+        query,
+        max_results,
+        time_range: args.time_range,
+        language: args.language.filter(|l| !l.trim().is_empty()),
+        search_depth: args.search_depth,
+        include_domains: args.include_domains.unwrap_or_default(),
+    })
+}

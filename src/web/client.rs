@@ -1,0 +1,313 @@
+//! The guarded HTTP client of every browserless fetch (open_web_page, the crawler): `http(s)`
+//! only, addresses checked by `UrlPolicy` at connect time and on every redirect hop, a redirect
+//! limit, connect/read/total timeouts, a body cap that stops reading, and gzip/br/deflate.
+//!
+//! A second, unguarded client talks to the search backends the operator configured (a SearXNG
+//! on localhost is legitimate there).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{CONTENT_TYPE, LOCATION};
+use tokio::time::Instant;
+use url::Url;
+
+use super::charset;
+use super::policy::UrlPolicy;
+use crate::config::{FetchConfig, SearchConfig};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// A fetched response, body possibly cut at the size cap.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub final_url: Url,
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+    /// The body was longer than the cap and reading stopped there.
+    pub truncated: bool,
+}
+
+impl Fetched {
+    /// The media type, lowercase, without parameters (`text/html`).
+    pub fn mime(&self) -> String {
+        self.content_type
+            .as_deref()
+            .and_then(|ct| ct.split(';').next())
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    }
+
+    /// The body as text, decoded per its declared or detected charset.
+    pub fn text(&self, html: bool) -> String {
+        charset::decode(&self.body, self.content_type.as_deref(), html).0
+    }
+}
+
+/// Both HTTP clients and the limits they enforce.
+pub struct WebClient {
+    guarded: reqwest::Client,
+    trusted: reqwest::Client,
+    policy: Arc<UrlPolicy>,
+    config: FetchConfig,
+}
+
+impl WebClient {
+    pub fn new(fetch: &FetchConfig, search: &SearchConfig) -> anyhow::Result<Self> {
+        let policy = Arc::new(UrlPolicy::new(&fetch.allow).map_err(anyhow::Error::msg)?);
+        let guarded = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: policy.clone(),
+            }))
+            // Redirects are followed by hand so every hop is checked and reported.
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy would resolve names itself, out of the policy's sight.
+            .no_proxy()
+            .connect_timeout(Duration::from_millis(fetch.connect_timeout_ms))
+            .read_timeout(Duration::from_millis(fetch.read_timeout_ms))
+            .user_agent(&fetch.user_agent)
+            .gzip(true)
+            .brotli(true)
+            .deflate(true)
+            .build()?;
+        let trusted = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(fetch.connect_timeout_ms))
+            .timeout(Duration::from_millis(search.timeout_ms))
+            .user_agent(&fetch.user_agent)
+            .gzip(true)
+            .brotli(true)
+            .deflate(true)
+            .build()?;
+        Ok(Self {
+            guarded,
+            trusted,
+            policy,
+            config: fetch.clone(),
+        })
+    }
+
+    /// The client for operator-configured endpoints (search backends).
+    pub fn trusted(&self) -> &reqwest::Client {
+        &self.trusted
+    }
+
+    pub fn policy(&self) -> &UrlPolicy {
+        &self.policy
+    }
+
+    /// Checks a URL another component (the browser) is about to load: scheme, and every
+    /// address its host resolves to now. Redirects there are beyond this check.
+    pub async fn check_target(&self, url: &Url) -> ToolResult<()> {
+        self.policy.check_url(url)?;
+        let Some(url::Host::Domain(host)) = url.host() else {
+            return Ok(());
+        };
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addresses = tokio::net::lookup_host((host, port)).await.map_err(|e| {
+            ToolError::new(
+                ErrorCode::Upstream,
+                format!("{url}: cannot resolve {host}: {e}"),
+            )
+            .with_hint("check the host name")
+        })?;
+        for address in addresses {
+            self.policy
+                .check_addr(url.as_str(), Some(host), address.ip())?;
+        }
+        Ok(())
+    }
+
+    /// GETs `url`, following redirects under the policy, reading at most the configured cap.
+    pub async fn get(&self, url: &Url) -> ToolResult<Fetched> {
+        let deadline = Instant::now() + Duration::from_millis(self.config.total_timeout_ms);
+        let mut current = url.clone();
+        let mut hops: Vec<String> = Vec::new();
+        loop {
+            self.policy.check_url(&current)?;
+            let request = self.guarded.get(current.clone()).send();
+            let response = tokio::time::timeout_at(deadline, request)
+                .await
+                .map_err(|_| self.total_timeout(&current))?
+                .map_err(|e| request_error(&current, &e))?;
+            let location = response
+                .status()
+                .is_redirection()
+                .then(|| response.headers().get(LOCATION))
+                .flatten()
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| current.join(l).ok());
+            let Some(next) = location else {
+                return self.read_body(current, response, deadline).await;
+            };
+            hops.push(current.to_string());
+            if hops.len() > self.config.max_redirects {
+                return Err(too_many_redirects(&hops, self.config.max_redirects));
+            }
+            current = next;
+        }
+    }
+
+    async fn read_body(
+        &self,
+        url: Url,
+        mut response: reqwest::Response,
+        deadline: Instant,
+    ) -> ToolResult<Fetched> {
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let cap = self.config.max_bytes;
+        let mut body = Vec::new();
+        let mut truncated = false;
+        loop {
+            let chunk = tokio::time::timeout_at(deadline, response.chunk())
+                .await
+                .map_err(|_| self.total_timeout(&url))?
+                .map_err(|e| request_error(&url, &e))?;
+            let Some(chunk) = chunk else { break };
+            let room = cap - body.len();
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Fetched {
+            final_url: url,
+            status,
+            content_type,
+            body,
+            truncated,
+        })
+    }
+
+    fn total_timeout(&self, url: &Url) -> ToolError {
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "fetching {url} took longer than {} ms",
+                self.config.total_timeout_ms
+            ),
+        )
+        .with_hint("the site is slow; try again later, or mode=browser")
+    }
+}
+
+fn too_many_redirects(hops: &[String], limit: usize) -> ToolError {
+    let shown: Vec<&str> = hops
+        .iter()
+        .rev()
+        .take(4)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    ToolError::new(
+        ErrorCode::Upstream,
+        format!(
+            "more than {limit} redirects (a redirect loop?): … {}",
+            shown.join(" → ")
+        ),
+    )
+    .with_hint("the site keeps redirecting; check the URL, or open it with browser_navigate")
+}
+
+/// Turns a reqwest failure into the tool error an agent can act on.
+fn request_error(url: &Url, error: &reqwest::Error) -> ToolError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if let Some(blocked) = cause.downcast_ref::<BlockedAddress>() {
+            return blocked.to_tool_error(url);
+        }
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        return ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{url}: the server stopped answering ({})",
+                root_cause(error)
+            ),
+        )
+        .with_hint("the site is slow or stalled; try again later, or mode=browser");
+    }
+    let what = if error.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    ToolError::new(
+        ErrorCode::Upstream,
+        format!("{url}: {what}: {}", root_cause(error)),
+    )
+    .with_hint("check the URL; the site may be down or unreachable")
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// Raised by the resolver when a name resolves only to addresses the policy refuses.
+#[derive(Debug)]
+struct BlockedAddress {
+    host: String,
+    ip: Option<IpAddr>,
+}
+
+impl std::fmt::Display for BlockedAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} resolves only to non-public addresses", self.host)
+    }
+}
+
+impl std::error::Error for BlockedAddress {}
+
+impl BlockedAddress {
+    fn to_tool_error(&self, url: &Url) -> ToolError {
+        match self.ip {
+            Some(ip) => UrlPolicy::default()
+                .check_addr(url.as_str(), Some(&self.host), ip)
+                .expect_err("a blocked address is not public"),
+            None => ToolError::new(
+                ErrorCode::BlockedUrl,
+                format!("{url}: {} has no address", self.host),
+            ),
+        }
+    }
+}
+
+/// Resolves names and drops every address the policy refuses, so the check happens on the very
+/// addresses the connection uses (no window for DNS rebinding).
+struct GuardedResolver {
+    policy: Arc<UrlPolicy>,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let first = resolved.first().map(SocketAddr::ip);
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|addr| policy.allows(Some(&host), addr.ip()))
+                .collect();
+            if allowed.is_empty() {
+                return Err(Box::new(BlockedAddress { host, ip: first }) as _);
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! What `open_web_page` (and the crawler) takes out of an HTML page: the main content with its
+//! metadata, the whole page, its links, its images, or an outline — as Markdown or plain text.
+//!
+//! Pure functions over a string: no I/O, so the extraction benchmark times exactly this.
+
+mod main_content;
+mod outline;
+mod prune;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+pub use main_content::Article;
+pub use outline::Structured;
+
+/// Which part of the page to return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtractKind {
+    #[default]
+    Main,
+    Full,
+    Links,
+    Images,
+    Structured,
+}
+
+/// How text content is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TextFormat {
+    #[default]
+    Markdown,
+    Text,
+}
+
+/// The result of one extraction.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Extracted {
+    pub title: String,
+    /// The requested part, rendered in the requested format.
+    pub content: String,
+    /// Article metadata (extract=main only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub article: Option<Article>,
+    /// Meta tags and headings (extract=structured only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Structured>,
+}
+
+/// Extracts `kind` from `html`, resolving relative URLs against `base`.
+pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
+    match kind {
+        ExtractKind::Main => {
+            let (article, content_html) = main_content::extract(html, base);
+            Extracted {
+                title: article.title.clone(),
+                content: render(&content_html, format),
+                article: Some(article),
+                structured: None,
+            }
+        }
+        ExtractKind::Full => {
+            let page = outline::full_page(html, base);
+            Extracted {
+                title: page.title,
+                content: render(&page.body_html, format),
+                ..Extracted::default()
+            }
+        }
+        ExtractKind::Links => outline::links(html, base),
+        ExtractKind::Images => outline::images(html, base),
+        ExtractKind::Structured => outline::structured(html, base),
+    }
+}
+
+/// Renders an HTML fragment as Markdown or as plain text.
+fn render(html: &str, format: TextFormat) -> String {
+    match format {
+        TextFormat::Markdown => super::markdown::to_markdown(html),
+        TextFormat::Text => {
+            let text = dom_query::Document::fragment(html).formatted_text();
+            super::markdown::collapse_blank_lines(&text)
+        }
+    }
+}
+
+/// Collapses whitespace runs to single spaces and trims.
+pub fn normalize_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
