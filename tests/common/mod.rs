@@ -3,6 +3,8 @@
 //! 127.0.0.1 serving `fixtures/`.
 #![allow(dead_code)]
 
+pub mod web_fixtures;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -55,7 +57,13 @@ extern "C" fn kill_browsers_at_exit() {
 }
 
 /// Starts a service with `config` (data dir, port and bind are set here).
-pub fn start(mut config: Config) -> Harness {
+pub fn start(config: Config) -> Harness {
+    start_with(move |_| config)
+}
+
+/// Starts a service whose configuration may point at the fixture server (`configure` receives
+/// its base URL), e.g. search backends served locally.
+pub fn start_with(configure: impl FnOnce(&str) -> Config + Send + 'static) -> Harness {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -64,6 +72,11 @@ pub fn start(mut config: Config) -> Harness {
             .build()
             .expect("test runtime");
         runtime.block_on(async move {
+            let fixtures_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let fixtures = format!("http://{}", fixtures_listener.local_addr().unwrap());
+            let second_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let second = format!("http://{}", second_listener.local_addr().unwrap());
+            let mut config = configure(&fixtures);
             let data_dir = tempfile::tempdir().expect("data dir");
             config.data_dir = data_dir.path().to_path_buf();
             config.port = 0;
@@ -73,10 +86,6 @@ pub fn start(mut config: Config) -> Harness {
                 .await
                 .expect("bind api");
             let api = format!("http://{}", listener.local_addr().unwrap());
-            let second_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let second = format!("http://{}", second_listener.local_addr().unwrap());
-            let fixtures_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let fixtures = format!("http://{}", fixtures_listener.local_addr().unwrap());
             tokio::spawn(serve_fixtures(fixtures_listener, second.clone()));
             tokio::spawn(serve_fixtures(second_listener, fixtures.clone()));
             tokio::spawn(webpilot::server::serve(
@@ -99,7 +108,7 @@ pub fn start(mut config: Config) -> Harness {
     rx.recv().expect("harness started")
 }
 
-fn fixtures_dir() -> PathBuf {
+pub(crate) fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
@@ -112,6 +121,7 @@ async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String)
         .route("/login", get(login_form).post(login))
         .route("/account", get(account))
         .route("/download/{name}", get(download))
+        .merge(web_fixtures::routes())
         .route("/{*path}", get(fixture_file))
         .with_state(other_origin);
     axum::serve(listener, router).await.unwrap();
@@ -212,7 +222,10 @@ async fn status_page(Path(code): Path<u16>) -> Response {
         .into_response()
 }
 
-async fn fixture_file(State(other_origin): State<String>, Path(path): Path<String>) -> Response {
+pub(crate) async fn fixture_file(
+    State(other_origin): State<String>,
+    Path(path): Path<String>,
+) -> Response {
     if path.contains("..") {
         return StatusCode::BAD_REQUEST.into_response();
     }
