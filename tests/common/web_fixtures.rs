@@ -54,7 +54,7 @@ fn json_body(status: StatusCode, body: impl Into<Body>) -> Response {
 }
 
 /// A query word that asks for a failure: ratelimit, captcha, nothing, forbidden, slow, broken.
-fn failure<'a>(query: &'a str) -> Option<&'a str> {
+fn failure(query: &str) -> Option<&'static str> {
     [
         "ratelimit",
         "captcha",
