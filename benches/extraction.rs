@@ -2,8 +2,10 @@
 //! single-threaded, pages read into memory first so only extraction is timed.
 //!
 //! `cargo bench --bench extraction -- CORPUS_DIR [--out DIR] [--rounds N]`
-//! Each page folder holds `source.html` and either `ground-truth.json` (its `url` is the base)
-//! or Readability's files (base `http://fakehost/test/page.html`, as Mozilla's harness uses).
+//! Without a corpus (as under `cargo test --all-targets`) it runs once over the sample pages in
+//! `fixtures/corpus/zyte`, a smoke test. Each page folder holds `source.html` and either
+//! `ground-truth.json` (its `url` is the base) or Readability's files (base
+//! `http://fakehost/test/page.html`, as Mozilla's harness uses).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -18,22 +20,20 @@ struct Page {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let Some(corpus) = args.first() else {
-        eprintln!("usage: extraction CORPUS_DIR [--out DIR] [--rounds N]");
-        std::process::exit(2);
-    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let option = |name: &str| {
         args.iter()
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1))
     };
+    let corpus = match args.first().filter(|a| !a.starts_with("--")) {
+        Some(corpus) => PathBuf::from(corpus),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus/zyte"),
+    };
     let out = option("--out").map(PathBuf::from);
-    let rounds: usize = option("--rounds").and_then(|n| n.parse().ok()).unwrap_or(3);
-    let pages = load(Path::new(corpus));
+    let rounds: usize = option("--rounds").and_then(|n| n.parse().ok()).unwrap_or(1);
+    let pages = load(&corpus);
+    assert!(!pages.is_empty(), "no pages in {}", corpus.display());
     if let Some(out) = &out {
         std::fs::create_dir_all(out).expect("output directory");
         for page in &pages {
