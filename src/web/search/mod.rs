@@ -393,3 +393,48 @@ fn outcome(
         message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(url: &str, snippet: &str) -> SearchHit {
+        SearchHit {
+            title: url.into(),
+            url: url.into(),
+            snippet: snippet.into(),
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn duplicates_merge_and_the_list_is_capped() {
+        let request = SearchRequest {
+            query: "q".into(),
+            max_results: 2,
+            time_range: None,
+            language: None,
+            search_depth: None,
+            include_domains: Vec::new(),
+        };
+        let hits = vec![
+            hit("https://a.example/x", ""),
+            hit("https://a.example/x/", "the snippet"),
+            hit("https://b.example/", "b"),
+            hit("https://c.example/", "c"),
+        ];
+        let outcome = outcome(&request, "test", hits, Vec::new());
+        assert_eq!(outcome.total_results, 3);
+        assert_eq!(outcome.results.len(), 2);
+        assert_eq!(outcome.results[0].snippet, "the snippet");
+        assert_eq!(outcome.message, None);
+    }
+
+    #[test]
+    fn snippets_become_plain_text() {
+        assert_eq!(
+            plain_text("A <strong>bold</strong>&nbsp;claim &amp; \n more &#x27;x&#x27;"),
+            "A bold claim & more 'x'"
+        );
+    }
+}
