@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::agent::Agent;
 use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::tools::Registry;
@@ -14,6 +15,7 @@ pub struct App {
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
     pub registry: Arc<Registry>,
+    pub agent: Arc<Agent>,
 }
 
 impl App {
@@ -24,10 +26,12 @@ impl App {
         let browser = BrowserService::new(config.clone());
         browser.spawn_reaper();
         let registry = Arc::new(Registry::new(config.clone(), browser.clone(), web));
+        let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             config,
             browser,
             registry,
+            agent,
         })
     }
 

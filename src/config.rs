@@ -50,6 +50,37 @@ pub struct Config {
     pub fetch: FetchConfig,
     /// web_search backends.
     pub search: SearchConfig,
+    /// The OpenAI-compatible model behind `/api/chat`.
+    pub llm: LlmConfig,
+}
+
+/// Where the agent loop's model lives.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Base URL of an OpenAI-compatible API (`…/v1`); `/chat/completions` is appended.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub model: String,
+    /// Send screenshots to the model as image parts (else a one-line description).
+    pub vision: bool,
+    /// Longest wait for the model's first byte and between streamed chunks.
+    pub timeout_ms: u64,
+    /// Retries of 429 and 5xx answers, with backoff (or the server's Retry-After).
+    pub max_retries: u32,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            model: "gpt-4o-mini".into(),
+            vision: false,
+            timeout_ms: 120_000,
+            max_retries: 3,
+        }
+    }
 }
 
 /// Limits and address policy of browserless fetches.
@@ -145,6 +176,7 @@ impl Default for Config {
             navigation_timeout_ms: 15_000,
             fetch: FetchConfig::default(),
             search: SearchConfig::default(),
+            llm: LlmConfig::default(),
         }
     }
 }
@@ -229,6 +261,20 @@ pub struct ConfigArgs {
         hide_env_values = true
     )]
     pub brave_key: Option<String>,
+    /// OpenAI-compatible API base URL for /api/chat (…/v1).
+    #[arg(long, env = "WEBPILOT_LLM_BASE_URL", global = true)]
+    pub llm_base_url: Option<String>,
+    /// API key of that endpoint.
+    #[arg(
+        long,
+        env = "WEBPILOT_LLM_API_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub llm_api_key: Option<String>,
+    /// Model name for /api/chat.
+    #[arg(long, env = "WEBPILOT_LLM_MODEL", global = true)]
+    pub llm_model: Option<String>,
 }
 
 fn parse_viewport(text: &str) -> Result<(u32, u32), String> {
@@ -293,6 +339,11 @@ impl Config {
             self.browser_url = args.browser_url.clone();
         }
         set(&mut self.fetch.allow, &args.fetch_allow);
+        set(&mut self.llm.base_url, &args.llm_base_url);
+        set(&mut self.llm.model, &args.llm_model);
+        if args.llm_api_key.is_some() {
+            self.llm.api_key.clone_from(&args.llm_api_key);
+        }
         set(&mut self.search.order, &args.search_order);
         for (slot, value) in [
             (&mut self.search.searxng_url, &args.searxng_url),

@@ -14,6 +14,7 @@
 //! Dependencies point one way: `server` → `tools` → `browser` | `web`; all may use `config`
 //! and `error`.
 
+pub mod agent;
 pub mod app;
 pub mod browser;
 pub mod config;

@@ -1,6 +1,8 @@
-//! The HTTP fronts (axum): REST tool calls, health, bearer auth, graceful shutdown.
+//! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), health, bearer auth,
+//! graceful shutdown.
 
 mod auth;
+mod chat;
 mod rest;
 
 use std::net::SocketAddr;
@@ -16,10 +18,12 @@ const SHUTDOWN_GRACE_SECS: u64 = 10;
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
     let token = app.config.token.clone();
-    rest::routes(app).layer(axum::middleware::from_fn_with_state(
-        token.map(std::sync::Arc::new),
-        auth::require_token,
-    ))
+    chat::routes(app.clone())
+        .merge(rest::routes(app))
+        .layer(axum::middleware::from_fn_with_state(
+            token.map(std::sync::Arc::new),
+            auth::require_token,
+        ))
 }
 
 /// Serves until `shutdown` resolves, then closes the browser cleanly.

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use axum::Json;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Form, Path, Query};
@@ -29,6 +30,7 @@ pub fn routes() -> Router<String> {
         .route("/web/redirect", get(redirect_to))
         .route("/web/loop/{n}", get(redirect_loop))
         .route("/web/typed/{kind}", get(typed))
+        .merge(model_routes())
 }
 
 fn sample(path: &str) -> Vec<u8> {
@@ -303,5 +305,164 @@ pub fn config(fixtures: &str) -> webpilot::config::Config {
     config.search.brave_url = format!("{fixtures}/brave");
     config.search.brave_key = Some(TEST_KEY.into());
     config.search.timeout_ms = 1_500;
+    config.llm.base_url = format!("{fixtures}/v1");
+    config.llm.model = "scripted".into();
+    config.llm.timeout_ms = 3_000;
     config
+}
+
+/// Requests the scripted model has received, per scenario.
+pub static MODEL_CALLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// Set when the "slow" scenario's stream was dropped before it finished (client went away).
+pub static SLOW_STREAM_DROPPED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+pub fn model_routes() -> Router<String> {
+    Router::new().route("/v1/chat/completions", post(scripted_model))
+}
+
+/// One SSE `data:` line of a chat completion chunk.
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let body = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {body}\n\n")
+}
+
+fn tool_call_chunks(index: usize, id: &str, name: &str, arguments: &str) -> Vec<String> {
+    // The name and the arguments arrive in separate chunks, the arguments split mid-token.
+    let (head, tail) = arguments.split_at(arguments.len() / 2);
+    vec![
+        chunk(
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": index, "function": {"arguments": head}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": index, "function": {"arguments": tail}}]}),
+            None,
+        ),
+    ]
+}
+
+fn finished(mut pieces: Vec<String>, reason: &str) -> Vec<String> {
+    pieces.push(chunk(json!({}), Some(reason)));
+    pieces.push(format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+    ));
+    pieces.push("data: [DONE]\n\n".into());
+    pieces
+}
+
+fn answer(text: &[&str]) -> Vec<String> {
+    let mut pieces = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    pieces.extend(text.iter().map(|t| chunk(json!({"content": t}), None)));
+    finished(pieces, "stop")
+}
+
+/// Streams `pieces`, re-cut at arbitrary byte positions so lines straddle network chunks.
+fn sse(pieces: Vec<String>) -> Response {
+    let joined = pieces.concat().into_bytes();
+    let cut: Vec<Vec<u8>> = joined.chunks(37).map(<[u8]>::to_vec).collect();
+    let stream = futures::stream::iter(cut.into_iter().map(Ok::<_, std::io::Error>));
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+struct DropFlag;
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        SLOW_STREAM_DROPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An OpenAI-compatible `/v1/chat/completions` whose answers are scripted by the first user
+/// message (the scenario) and the number of tool results already in the conversation.
+async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Response {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let scenario = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let tool_results: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let calls_so_far = {
+        let mut calls = MODEL_CALLS.lock().unwrap();
+        calls.push(scenario.clone());
+        calls.iter().filter(|c| **c == scenario).count()
+    };
+    assert!(
+        request["stream"] == true && request["tools"].is_array(),
+        "{request}"
+    );
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    match (scenario.as_str(), tool_results.len()) {
+        ("search and open", 0) => {
+            let mut pieces = tool_call_chunks(0, "call_search", "web_search", r#"{"query": "graph database", "backend": "duckduckgo", "max_results": 3}"#);
+            pieces.extend(tool_call_chunks(1, "call_open", "open_web_page", &format!(r#"{{"url": "http://{host}/web/article.html"}}"#)));
+            sse(finished(pieces, "tool_calls"))
+        }
+        ("search and open", _) => {
+            let saw = tool_results.iter().any(|t| t.contains("gitnexus"))
+                && tool_results.iter().any(|t| t.contains("139 euros"));
+            let mut pieces = vec![chunk(json!({"role": "assistant", "reasoning_content": "Both tools answered."}), None)];
+            pieces.extend(answer(&[if saw { "Night trains " } else { "MISSING " }, "cost from 29 euros."]));
+            sse(pieces)
+        }
+        ("malformed", 0) => sse(finished(tool_call_chunks(0, "call_bad", "web_search", r#"{"query": "#), "tool_calls")),
+        ("malformed", _) => {
+            let fixed = tool_results[0].contains("INVALID_ARGUMENT");
+            sse(answer(&[if fixed { "I will fix my arguments." } else { "no error seen" }]))
+        }
+        ("unknown tool", 0) => sse(finished(tool_call_chunks(0, "call_x", "teleport", r#"{"to": "mars"}"#), "tool_calls")),
+        ("unknown tool", _) => {
+            let told = tool_results[0].contains("NO_SUCH_TOOL");
+            sse(answer(&[if told { "That tool does not exist." } else { "no error seen" }]))
+        }
+        ("forever", n) => sse(finished(tool_call_chunks(0, &format!("call_{n}"), "web_search", r#"{"query": "graph database", "backend": "duckduckgo", "max_results": 1}"#), "tool_calls")),
+        ("busy", _) if calls_so_far == 1 => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "0")],
+            Json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
+        )
+            .into_response(),
+        ("busy", _) => sse(answer(&["Answered after a retry."])),
+        ("unauthorized", _) => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})),
+        )
+            .into_response(),
+        ("cut", _) => {
+            let pieces = [chunk(json!({"role": "assistant", "content": "Half an ans"}), None)];
+            sse(pieces.to_vec())
+        }
+        ("slow", _) => {
+            let guard = DropFlag;
+            let stream = futures::stream::unfold((0u32, guard), |(n, guard)| async move {
+                if n >= 600 {
+                    std::mem::forget(guard);
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Some((Ok::<_, std::io::Error>(chunk(json!({"content": "tick "}), None)), (n + 1, guard)))
+            });
+            ([(header::CONTENT_TYPE, "text/event-stream")], Body::from_stream(stream)).into_response()
+        }
+        _ => sse(answer(&["I have no script for this."])),
+    }
 }

@@ -1,0 +1,457 @@
+//! The agent loop: any OpenAI-compatible model drives webpilot's tools. Each turn streams the
+//! model's answer; requested tool calls run (independent ones concurrently, a session's browser
+//! calls in order), their results go back as `tool` messages, until the model answers without
+//! tool calls or `max_iterations` is reached. Progress is reported as `AgentEvent`s; a closed
+//! event channel (the client went away) stops the loop.
+
+pub mod llm;
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::config::LlmConfig;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::tools::{DEFAULT_SESSION, Registry, ToolOutput};
+use llm::{Delta, LlmClient, ToolCall, Turn};
+
+/// Default and largest `max_iterations`.
+const DEFAULT_ITERATIONS: usize = 8;
+const MAX_ITERATIONS: usize = 50;
+
+const SYSTEM_PREAMBLE: &str = "You are a web agent. Use the tools to search, open and act on \
+web pages; answer from what the tools return, and say so when they fail.";
+
+/// `POST /api/chat`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatRequest {
+    /// The conversation, OpenAI chat format.
+    pub messages: Vec<Value>,
+    pub model: Option<String>,
+    /// Tool names the model may use (default: all).
+    pub tools: Option<Vec<String>>,
+    pub max_iterations: Option<usize>,
+    /// Server-sent events (default) or one JSON answer.
+    pub stream: Option<bool>,
+    /// The browser session the tools use.
+    pub session: Option<String>,
+}
+
+/// What the loop reports while it runs.
+#[derive(Debug, Clone)]
+pub enum AgentEvent {
+    Message {
+        delta: String,
+    },
+    Thinking {
+        delta: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+    },
+    ToolResult {
+        id: String,
+        name: String,
+        summary: String,
+        result: Value,
+    },
+    Done(Value),
+    Error {
+        message: String,
+        status: Option<u16>,
+    },
+}
+
+impl AgentEvent {
+    /// The SSE event name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AgentEvent::Message { .. } => "message",
+            AgentEvent::Thinking { .. } => "thinking",
+            AgentEvent::ToolCall { .. } => "tool_call",
+            AgentEvent::ToolResult { .. } => "tool_result",
+            AgentEvent::Done(_) => "done",
+            AgentEvent::Error { .. } => "error",
+        }
+    }
+
+    /// The SSE data.
+    pub fn data(&self) -> Value {
+        match self {
+            AgentEvent::Message { delta } | AgentEvent::Thinking { delta } => {
+                json!({ "delta": delta })
+            }
+            AgentEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                json!({ "id": id, "name": name, "arguments": arguments })
+            }
+            AgentEvent::ToolResult {
+                id,
+                name,
+                summary,
+                result,
+            } => {
+                json!({ "id": id, "name": name, "summary": summary, "result": result })
+            }
+            AgentEvent::Done(done) => done.clone(),
+            AgentEvent::Error { message, status } => {
+                json!({ "code": "UPSTREAM", "message": message, "status": status })
+            }
+        }
+    }
+}
+
+/// The model client and the tools it may call.
+pub struct Agent {
+    llm: LlmClient,
+    registry: Arc<Registry>,
+}
+
+/// A request checked and completed with defaults.
+struct Plan {
+    messages: Vec<Value>,
+    model: Option<String>,
+    tools: Vec<Value>,
+    allowed: Vec<String>,
+    max_iterations: usize,
+    session: String,
+}
+
+impl Agent {
+    pub fn new(config: &LlmConfig, registry: Arc<Registry>) -> anyhow::Result<Self> {
+        Ok(Self {
+            llm: LlmClient::new(config.clone())?,
+            registry,
+        })
+    }
+
+    /// Checks a request before anything is streamed, so bad input is a plain 400.
+    pub fn check(&self, request: &ChatRequest) -> ToolResult<()> {
+        self.plan(request).map(|_| ())
+    }
+
+    fn plan(&self, request: &ChatRequest) -> ToolResult<Plan> {
+        if request.messages.is_empty() || request.messages.iter().any(|m| !m["role"].is_string()) {
+            return Err(ToolError::invalid(
+                "field `messages` must be a non-empty list of {\"role\", \"content\"} objects",
+            ));
+        }
+        let names = self.registry.names();
+        let allowed: Vec<String> = match &request.tools {
+            Some(wanted) => {
+                if let Some(unknown) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+                    return Err(ToolError::invalid(format!(
+                        "field `tools`: no tool named {unknown:?}; tools: {}",
+                        names.join(", ")
+                    )));
+                }
+                wanted.clone()
+            }
+            None => names.iter().map(|n| n.to_string()).collect(),
+        };
+        let max_iterations = request.max_iterations.unwrap_or(DEFAULT_ITERATIONS);
+        if !(1..=MAX_ITERATIONS).contains(&max_iterations) {
+            return Err(ToolError::invalid(format!(
+                "field `max_iterations` must be from 1 to {MAX_ITERATIONS}"
+            )));
+        }
+        let tools: Vec<Value> = self
+            .registry
+            .definitions()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| {
+                d["function"]["name"]
+                    .as_str()
+                    .is_some_and(|n| allowed.iter().any(|a| a == n))
+            })
+            .cloned()
+            .collect();
+        let mut messages = request.messages.clone();
+        if !messages.iter().any(|m| m["role"] == "system") {
+            let prompt = format!("{SYSTEM_PREAMBLE}\n\n{}", self.registry.prompt());
+            messages.insert(0, json!({ "role": "system", "content": prompt }));
+        }
+        Ok(Plan {
+            messages,
+            model: request.model.clone(),
+            tools,
+            allowed,
+            max_iterations,
+            session: request
+                .session
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| DEFAULT_SESSION.to_string()),
+        })
+    }
+
+    /// Runs the loop, reporting on `events`; returns the transcript (system prompt included).
+    pub async fn run(
+        &self,
+        request: ChatRequest,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Vec<Value> {
+        let mut plan = match self.plan(&request) {
+            Ok(plan) => plan,
+            Err(error) => {
+                let _ = events.send(AgentEvent::Error {
+                    message: error.message,
+                    status: None,
+                });
+                return request.messages;
+            }
+        };
+        let stopped = tokio::select! {
+            outcome = self.turns(&mut plan, &events) => outcome,
+            _ = events.closed() => {
+                tracing::info!("chat client went away; loop stopped");
+                None
+            }
+        };
+        if let Some((iterations, usage, stopped, message)) = stopped {
+            let done = json!({
+                "message": message,
+                "usage": usage,
+                "iterations": iterations,
+                "stopped": stopped,
+            });
+            let _ = events.send(AgentEvent::Done(done));
+        }
+        plan.messages
+    }
+
+    /// The turns; None when the model failed (an `error` event was sent).
+    async fn turns(
+        &self,
+        plan: &mut Plan,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+    ) -> Option<(usize, Value, &'static str, String)> {
+        let mut usage = json!({});
+        for iteration in 1..=plan.max_iterations {
+            let turn = match self.one_turn(plan, events).await {
+                Ok(turn) => turn,
+                Err(error) => {
+                    let _ = events.send(AgentEvent::Error {
+                        message: error.message,
+                        status: error.status,
+                    });
+                    return None;
+                }
+            };
+            add_usage(&mut usage, turn.usage.as_ref());
+            plan.messages.push(llm::assistant_message(&turn));
+            if turn.tool_calls.is_empty() {
+                return Some((iteration, usage, "answered", turn.content));
+            }
+            let results = self.run_calls(plan, &turn.tool_calls, events).await;
+            plan.messages.extend(results);
+        }
+        let note = format!(
+            "Stopped after {} iterations (max_iterations) without a final answer.",
+            plan.max_iterations
+        );
+        Some((plan.max_iterations, usage, "max_iterations", note))
+    }
+
+    async fn one_turn(
+        &self,
+        plan: &Plan,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+    ) -> Result<Turn, llm::LlmError> {
+        // The channel is unbounded so deltas go out in order without stalling the model stream.
+        let on_delta = |delta: Delta<'_>| {
+            let event = match delta {
+                Delta::Content(text) => AgentEvent::Message {
+                    delta: text.to_string(),
+                },
+                Delta::Reasoning(text) => AgentEvent::Thinking {
+                    delta: text.to_string(),
+                },
+            };
+            let _ = events.send(event);
+        };
+        self.llm
+            .complete(plan.model.as_deref(), &plan.messages, &plan.tools, on_delta)
+            .await
+    }
+
+    /// Runs one turn's tool calls and returns their `tool` (and image) messages, in call order.
+    async fn run_calls(
+        &self,
+        plan: &Plan,
+        calls: &[ToolCall],
+        events: &mpsc::UnboundedSender<AgentEvent>,
+    ) -> Vec<Value> {
+        for call in calls {
+            let arguments = serde_json::from_str::<Value>(&call.arguments)
+                .unwrap_or_else(|_| json!(call.arguments));
+            let _ = events.send(AgentEvent::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments,
+            });
+        }
+        let (browser, independent): (Vec<usize>, Vec<usize>) =
+            (0..calls.len()).partition(|&i| self.registry.accepts(&calls[i].name, "session"));
+        let in_order = async {
+            let mut outputs = Vec::new();
+            for &i in &browser {
+                outputs.push((i, self.run_call(plan, &calls[i], events).await));
+            }
+            outputs
+        };
+        let at_once = join_all(
+            independent
+                .iter()
+                .map(|&i| async move { (i, self.run_call(plan, &calls[i], events).await) }),
+        );
+        let (mut outputs, others) = futures::future::join(in_order, at_once).await;
+        outputs.extend(others);
+        outputs.sort_by_key(|(i, _)| *i);
+        outputs
+            .into_iter()
+            .flat_map(|(_, messages)| messages)
+            .collect()
+    }
+
+    async fn run_call(
+        &self,
+        plan: &Plan,
+        call: &ToolCall,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+    ) -> Vec<Value> {
+        let arguments = self.arguments(plan, call);
+        let result = match &arguments {
+            Ok(arguments) => self.registry.call(&call.name, arguments.clone()).await,
+            Err(error) => Err(error.clone()),
+        };
+        let arguments = arguments.unwrap_or(Value::Null);
+        let summary = summarize(&call.name, &arguments, &result);
+        let (json, images) = match result {
+            Ok(ToolOutput { json, images }) => (json, images),
+            Err(error) => (error.to_json(), Vec::new()),
+        };
+        let mut compact = json.clone();
+        if let (Some(image), Value::Object(map)) = (images.first(), &mut compact) {
+            map.insert(
+                "image".into(),
+                json!(format!(
+                    "{} of {} bytes{}",
+                    image.mime,
+                    image.data.len(),
+                    if self.llm.vision() {
+                        ", attached below"
+                    } else {
+                        ", not shown (text-only model)"
+                    }
+                )),
+            );
+        }
+        let _ = events.send(AgentEvent::ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            summary,
+            result: compact.clone(),
+        });
+        let mut messages = vec![json!({
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": compact.to_string(),
+        })];
+        if self.llm.vision() {
+            messages.extend(images.iter().map(|image| {
+                use base64::Engine;
+                let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": format!("Image returned by {} ({}):", call.name, call.id)},
+                    {"type": "image_url", "image_url": {"url": format!("data:{};base64,{data}", image.mime)}},
+                ]})
+            }));
+        }
+        messages
+    }
+
+    /// The call's arguments, parsed, with the chat's session filled in for browser tools.
+    fn arguments(&self, plan: &Plan, call: &ToolCall) -> ToolResult<Value> {
+        if !plan.allowed.iter().any(|a| a == &call.name) {
+            return Err(ToolError::new(
+                ErrorCode::NoSuchTool,
+                format!(
+                    "no tool named {:?} in this chat; tools: {}",
+                    call.name,
+                    plan.allowed.join(", ")
+                ),
+            ));
+        }
+        let text = call.arguments.trim();
+        let mut arguments: Value = if text.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(text).map_err(|e| {
+                ToolError::invalid(format!(
+                    "arguments of {} are not valid JSON ({e}): {text:.200}",
+                    call.name
+                ))
+                .with_hint("call the tool again with a JSON object as arguments")
+            })?
+        };
+        if let Value::Object(map) = &mut arguments
+            && self.registry.accepts(&call.name, "session")
+        {
+            map.entry("session").or_insert_with(|| json!(plan.session));
+        }
+        Ok(arguments)
+    }
+}
+
+/// One line for humans: `web_search "rust sse" → 5 results`.
+fn summarize(name: &str, arguments: &Value, result: &ToolResult<ToolOutput>) -> String {
+    let subject = ["query", "url", "target", "action", "mode", "task_id"]
+        .iter()
+        .find_map(|key| arguments[*key].as_str())
+        .map(|s| format!(" {s:?}"))
+        .unwrap_or_default();
+    let outcome = match result {
+        Err(error) => format!(
+            "error {}",
+            error.to_json()["error"]["code"].as_str().unwrap_or("?")
+        ),
+        Ok(output) => {
+            let json = &output.json;
+            if let Some(results) = json["results"].as_array() {
+                format!("{} results", results.len())
+            } else if let Some(content) = json["content"].as_str() {
+                format!("{} chars", content.chars().count())
+            } else if !output.images.is_empty() {
+                format!("{} image", output.images[0].mime)
+            } else {
+                "ok".to_string()
+            }
+        }
+    };
+    format!("{name}{subject} → {outcome}")
+}
+
+/// Adds the numeric fields of `more` into `total`.
+fn add_usage(total: &mut Value, more: Option<&Value>) {
+    let (Some(Value::Object(more)), Value::Object(total)) = (more, total) else {
+        return;
+    };
+    for (key, value) in more {
+        if let Some(n) = value.as_u64() {
+            let sum = total.get(key).and_then(Value::as_u64).unwrap_or(0) + n;
+            total.insert(key.clone(), json!(sum));
+        }
+    }
+}

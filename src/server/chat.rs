@@ -1,0 +1,73 @@
+//! `POST /api/chat`: the agent loop over HTTP — server-sent events (`message`, `thinking`,
+//! `tool_call`, `tool_result`, `done`, `error`) by default, or one JSON answer with
+//! `stream: false`. A client that disconnects stops the loop.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::rest::error_response;
+use crate::agent::{AgentEvent, ChatRequest};
+use crate::app::App;
+use crate::error::ToolError;
+
+pub(super) fn routes(app: App) -> Router {
+    Router::new().route("/api/chat", post(chat)).with_state(app)
+}
+
+async fn chat(State(app): State<App>, body: Result<Json<ChatRequest>, JsonRejection>) -> Response {
+    let request = match body {
+        Ok(Json(request)) => request,
+        Err(rejection) => {
+            return error_response(
+                &ToolError::invalid(format!("bad chat request: {}", rejection.body_text()))
+                    .with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}"),
+            );
+        }
+    };
+    if let Err(error) = app.agent.check(&request) {
+        return error_response(&error);
+    }
+    let (events, mut received) = mpsc::unbounded_channel();
+    if request.stream.unwrap_or(true) {
+        let agent = app.agent.clone();
+        tokio::spawn(async move { agent.run(request, events).await });
+        let stream = futures::stream::unfold(received, |mut received| async move {
+            let event = received.recv().await?;
+            let sse = Event::default()
+                .event(event.name())
+                .data(event.data().to_string());
+            Some((Ok::<_, Infallible>(sse), received))
+        });
+        return Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response();
+    }
+    let transcript = app.agent.run(request, events).await;
+    let mut tool_calls = 0;
+    while let Ok(event) = received.try_recv() {
+        match event {
+            AgentEvent::ToolCall { .. } => tool_calls += 1,
+            AgentEvent::Done(mut done) => {
+                done["tool_calls"] = json!(tool_calls);
+                done["messages"] = json!(transcript);
+                return Json(done).into_response();
+            }
+            AgentEvent::Error { .. } => {
+                let body = json!({"error": event.data(), "messages": transcript});
+                return (StatusCode::BAD_GATEWAY, Json(body)).into_response();
+            }
+            _ => {}
+        }
+    }
+    (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"code": "INTERNAL", "message": "the loop ended without an answer", "hint": "retry"}}))).into_response()
+}
