@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::agent::Agent;
 use crate::browser::BrowserService;
 use crate::config::Config;
+use crate::crawl::Crawler;
 use crate::tools::Registry;
+use crate::tools::open_web_page::Fetcher;
 use crate::web::WebService;
 
 /// Everything a front needs. Cheap to clone.
@@ -16,7 +18,11 @@ pub struct App {
     pub browser: Arc<BrowserService>,
     pub registry: Arc<Registry>,
     pub agent: Arc<Agent>,
+    pub crawler: Arc<Crawler>,
 }
+
+/// The SQLite file of crawl tasks, in the data dir.
+const DATABASE_FILE: &str = "webpilot.db";
 
 impl App {
     /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
@@ -25,13 +31,29 @@ impl App {
         let web = Arc::new(WebService::new(&config)?);
         let browser = BrowserService::new(config.clone());
         browser.spawn_reaper();
-        let registry = Arc::new(Registry::new(config.clone(), browser.clone(), web));
+        let fetcher = Arc::new(Fetcher {
+            config: config.clone(),
+            browser: browser.clone(),
+            web: web.clone(),
+        });
+        let crawler = Crawler::open(
+            &config.data_dir.join(DATABASE_FILE),
+            config.crawl.clone(),
+            fetcher,
+        )?;
+        let registry = Arc::new(Registry::new(
+            config.clone(),
+            browser.clone(),
+            web,
+            crawler.clone(),
+        ));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             config,
             browser,
             registry,
             agent,
+            crawler,
         })
     }
 

@@ -52,6 +52,33 @@ pub struct Config {
     pub search: SearchConfig,
     /// The OpenAI-compatible model behind `/api/chat`.
     pub llm: LlmConfig,
+    /// Batch crawling limits.
+    pub crawl: CrawlConfig,
+}
+
+/// How much a batch crawl may do at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrawlConfig {
+    /// Most URLs one task may hold.
+    pub max_urls: usize,
+    /// Largest `parallel` a task may ask for.
+    pub max_parallel: usize,
+    /// Fetches in flight across all tasks.
+    pub global_parallel: usize,
+    /// Fetches in flight per host (`host:port`), across all tasks.
+    pub per_host: usize,
+}
+
+impl Default for CrawlConfig {
+    fn default() -> Self {
+        Self {
+            max_urls: 500,
+            max_parallel: 16,
+            global_parallel: 32,
+            per_host: 4,
+        }
+    }
 }
 
 /// Where the agent loop's model lives.
@@ -177,6 +204,7 @@ impl Default for Config {
             fetch: FetchConfig::default(),
             search: SearchConfig::default(),
             llm: LlmConfig::default(),
+            crawl: CrawlConfig::default(),
         }
     }
 }
@@ -370,6 +398,19 @@ impl Config {
         }
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");
+        }
+        let crawl = &self.crawl;
+        if [
+            crawl.max_urls,
+            crawl.max_parallel,
+            crawl.global_parallel,
+            crawl.per_host,
+        ]
+        .contains(&0)
+        {
+            anyhow::bail!(
+                "crawl limits (max_urls, max_parallel, global_parallel, per_host) must be at least 1"
+            );
         }
         crate::web::policy::UrlPolicy::new(&self.fetch.allow)
             .map_err(|e| anyhow::anyhow!("fetch.allow: {e}"))?;

@@ -14,6 +14,7 @@ pub enum ErrorCode {
     NoSuchTab,
     NoSuchProfile,
     NoSuchTool,
+    NoSuchTask,
     Timeout,
     NavigationFailed,
     BlockedUrl,
@@ -34,7 +35,8 @@ impl ErrorCode {
             ErrorCode::NoSuchRef
             | ErrorCode::NoSuchTab
             | ErrorCode::NoSuchProfile
-            | ErrorCode::NoSuchTool => 404,
+            | ErrorCode::NoSuchTool
+            | ErrorCode::NoSuchTask => 404,
             ErrorCode::StaleRef => 409,
             ErrorCode::Limit => 429,
             ErrorCode::Internal => 500,
@@ -58,6 +60,7 @@ impl ErrorCode {
             ErrorCode::NoSuchTab => "list the session's tabs with browser_tabs action=list",
             ErrorCode::NoSuchProfile => "list saved profiles or export one first",
             ErrorCode::NoSuchTool => "GET /api/tools lists the available tools",
+            ErrorCode::NoSuchTask => "use the task_id crawl_batch returned",
             ErrorCode::Timeout => "retry with a larger timeout_ms, or read the page as it is",
             ErrorCode::NavigationFailed => "check the URL; the site may be down or unreachable",
             ErrorCode::BlockedUrl => "only http(s) URLs (and about:blank) can be opened",

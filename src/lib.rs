@@ -18,6 +18,7 @@ pub mod agent;
 pub mod app;
 pub mod browser;
 pub mod config;
+pub mod crawl;
 pub mod error;
 pub mod server;
 pub mod tools;

@@ -1,4 +1,5 @@
-//! The `webpilot` command: `serve` (HTTP), `tools` (print definitions), `call TOOL JSON`.
+//! The `webpilot` command: `serve` (HTTP), `tools` (print definitions), `call TOOL JSON`,
+//! `crawl URL…` (a batch crawl with a progress bar, results as JSON lines).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +36,24 @@ enum Command {
         #[arg(default_value = "{}")]
         args: String,
         /// Write images the tool returns (screenshots) to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Read many URLs (as open_web_page) and write one JSON line per URL.
+    Crawl {
+        /// http(s) URLs.
+        #[arg(required = true)]
+        urls: Vec<String>,
+        /// main | full | links | images | structured.
+        #[arg(long, default_value = "main")]
+        extract: String,
+        /// auto | http | browser.
+        #[arg(long, default_value = "auto")]
+        mode: String,
+        /// URLs fetched at once.
+        #[arg(long, default_value_t = 4)]
+        parallel: usize,
+        /// Write the JSON lines here instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -97,6 +116,21 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
+        Command::Crawl {
+            urls,
+            extract,
+            mode,
+            parallel,
+            output,
+        } => {
+            let args = serde_json::json!({
+                "urls": urls, "extract": extract, "mode": mode, "parallel": parallel,
+            });
+            let app = App::new(config)?;
+            let code = crawl(&app, args, output).await;
+            app.shutdown().await;
+            code
+        }
     }
 }
 
@@ -156,4 +190,76 @@ async fn call(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Runs a crawl task in-process with a progress bar, then writes its results as JSON lines.
+async fn crawl(
+    app: &App,
+    args: serde_json::Value,
+    output: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let started = match app.registry.call("crawl_batch", args).await {
+        Ok(started) => started.json,
+        Err(error) => {
+            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let id = started["task_id"].as_str().unwrap_or_default().to_string();
+    let total = started["total"].as_u64().unwrap_or(0);
+    let bar = indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")?,
+    );
+    let (_, mut events) = app
+        .crawler
+        .subscribe(&id)
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    loop {
+        // Events move the bar; the periodic summary catches anything they missed.
+        let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
+        tokio::select! {
+            event = events.recv() => if let Ok(event) = event {
+                bar.set_message(event.data["url"].as_str().unwrap_or_default().to_string());
+            },
+            _ = tick => {}
+            _ = webpilot::server::shutdown_signal() => return Ok(ExitCode::from(130)),
+        }
+        let summary = app
+            .crawler
+            .summary(&id)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        bar.set_position(summary["progress"].as_u64().unwrap_or(0));
+        if matches!(summary["status"].as_str(), Some("completed" | "failed")) {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let status = app
+        .crawler
+        .status(&id)
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let mut lines = String::new();
+    for item in status["results"]
+        .as_array()
+        .into_iter()
+        .chain(status["errors"].as_array())
+        .flatten()
+    {
+        lines.push_str(&item.to_string());
+        lines.push('\n');
+    }
+    match output {
+        Some(path) => std::fs::write(path, lines)?,
+        None => print!("{lines}"),
+    }
+    let errors = status["errors"].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "{id}: {} of {total} read, {errors} failed",
+        total as usize - errors
+    );
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

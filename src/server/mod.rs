@@ -3,6 +3,7 @@
 
 mod auth;
 mod chat;
+mod crawler;
 mod rest;
 
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ const SHUTDOWN_GRACE_SECS: u64 = 10;
 pub fn router(app: App) -> Router {
     let token = app.config.token.clone();
     chat::routes(app.clone())
+        .merge(crawler::routes(app.clone()))
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(
             token.map(std::sync::Arc::new),

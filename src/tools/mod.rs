@@ -6,9 +6,10 @@
 //! tools — argument parsing with field-naming errors, timing, tracing — live here, once.
 
 mod cookies;
+mod crawl;
 mod interact;
 mod navigate;
-mod open_web_page;
+pub mod open_web_page;
 pub mod paging;
 mod read;
 mod schema;
@@ -27,6 +28,7 @@ use tracing::Instrument;
 
 use crate::browser::{BrowserService, Tab};
 use crate::config::Config;
+use crate::crawl::Crawler;
 use crate::error::{ToolError, ToolResult};
 use crate::web::WebService;
 
@@ -61,6 +63,7 @@ pub struct Ctx {
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
     pub web: Arc<WebService>,
+    pub crawler: Arc<Crawler>,
 }
 
 /// One tool: its name, description, typed arguments and handler.
@@ -144,7 +147,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(config: Arc<Config>, browser: Arc<BrowserService>, web: Arc<WebService>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        browser: Arc<BrowserService>,
+        web: Arc<WebService>,
+        crawler: Arc<Crawler>,
+    ) -> Self {
         let tools: Vec<Box<dyn DynTool>> = vec![
             Box::new(navigate::Navigate),
             Box::new(read::Read),
@@ -154,6 +162,8 @@ impl Registry {
             Box::new(cookies::Cookies),
             Box::new(web_search::WebSearch),
             Box::new(open_web_page::OpenWebPage),
+            Box::new(crawl::CrawlBatch),
+            Box::new(crawl::CrawlStatus),
         ];
         let definitions = Value::Array(tools.iter().map(|t| t.definition()).collect());
         Self {
@@ -163,6 +173,7 @@ impl Registry {
                 config,
                 browser,
                 web,
+                crawler,
             },
         }
     }

@@ -2,21 +2,25 @@
 //! extraction, Markdown — and render it in the browser only when HTTP alone cannot show it
 //! (a JavaScript shell, an empty body, a challenge page), saying so.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use url::Url;
 
 use super::paging::slice_text;
 use super::{Ctx, Tool, ToolOutput};
-use crate::browser::{Destination, Form, Scope};
+use crate::browser::{BrowserService, Destination, Form, Scope};
+use crate::config::Config;
+use crate::crawl::PageLoader;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::web::client::Fetched;
 use crate::web::extract::{self, ExtractKind, Extracted, TextFormat};
-use crate::web::shell;
+use crate::web::{WebService, shell};
 
 /// Default token budget of one slice of content.
 const DEFAULT_MAX_TOKENS: usize = 4_000;
@@ -45,7 +49,7 @@ pub struct OpenWebPageArgs {
     pub cursor: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FetchMode {
     #[default]
@@ -74,19 +78,39 @@ impl Tool for OpenWebPage {
     const DESCRIPTION: &'static str = "Read a web page without a browser: main content (default), full page, links, images or structure, as Markdown or text; escalates to the browser for JavaScript-only pages. Paged by max_tokens/cursor.";
 
     async fn run(&self, ctx: &Ctx, args: OpenWebPageArgs) -> ToolResult<ToolOutput> {
+        let fetcher = Fetcher {
+            config: ctx.config.clone(),
+            browser: ctx.browser.clone(),
+            web: ctx.web.clone(),
+        };
+        fetcher.open(args).await.map(ToolOutput::json)
+    }
+}
+
+/// What open_web_page needs, apart from the registry: the crawler loads pages through it too.
+#[derive(Clone)]
+pub struct Fetcher {
+    pub config: Arc<Config>,
+    pub browser: Arc<BrowserService>,
+    pub web: Arc<WebService>,
+}
+
+impl Fetcher {
+    /// Loads, extracts and pages one URL: the open_web_page result.
+    pub async fn open(&self, args: OpenWebPageArgs) -> ToolResult<Value> {
         let url = Url::parse(args.url.trim()).map_err(|e| {
             ToolError::invalid(format!("field `url` is not a URL ({e}): {:?}", args.url))
         })?;
-        ctx.web.client.policy().check_url(&url)?;
+        self.web.client.policy().check_url(&url)?;
         let kind = args.extract.unwrap_or_default();
         let format = args.format.unwrap_or_default();
         let loaded = match args.mode.unwrap_or_default() {
-            FetchMode::Browser => render(ctx, &url, kind, format, None).await?,
+            FetchMode::Browser => self.render(&url, kind, format, None).await?,
             mode => {
-                let fetched = ctx.web.client.get(&url).await?;
+                let fetched = self.web.client.get(&url).await?;
                 match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
-                    Err(why) => render(ctx, &url, kind, format, Some(why)).await?,
+                    Err(why) => self.render(&url, kind, format, Some(why)).await?,
                 }
             }
         };
@@ -119,7 +143,65 @@ impl Tool for OpenWebPage {
                 result[key] = value;
             }
         }
-        Ok(ToolOutput::json(result))
+        Ok(result)
+    }
+
+    /// Renders `url` in a tab of the tool's own browser session and extracts from the live DOM.
+    async fn render(
+        &self,
+        url: &Url,
+        kind: ExtractKind,
+        format: TextFormat,
+        why: Option<String>,
+    ) -> ToolResult<Loaded> {
+        self.web.client.check_target(url).await?;
+        let timeout = Duration::from_millis(self.config.navigation_timeout_ms);
+        let mut session = self.browser.session(RENDER_SESSION).await?;
+        let tab = session.open_tab("about:blank").await?;
+        let tab_id = tab.id.clone();
+        let rendered = async {
+            let arrival = tab
+                .navigate(Destination::Url(url.to_string()), None, timeout)
+                .await?;
+            let html = tab.content(&Scope::Page, Form::Html).await?;
+            let final_url = Url::parse(&tab.url().await).unwrap_or_else(|_| url.clone());
+            Ok::<_, ToolError>((arrival.status, html, final_url))
+        }
+        .await;
+        // The tab is closed whatever happened, so failed renders do not pile up.
+        let _ = session.close_tab(&tab_id).await;
+        let (status, html, final_url) = rendered?;
+        let base = final_url.clone();
+        let extracted =
+            tokio::task::spawn_blocking(move || extract::extract(&html, &base, kind, format))
+                .await
+                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        Ok(Loaded {
+            final_url,
+            status: status.and_then(|s| u16::try_from(s).ok()),
+            extracted,
+            via: "browser",
+            why: Some(why.unwrap_or_else(|| "mode=browser".into())),
+            body_truncated: false,
+        })
+    }
+}
+
+impl PageLoader for Fetcher {
+    fn load(&self, url: String, options: Value) -> BoxFuture<'static, ToolResult<Value>> {
+        let fetcher = self.clone();
+        Box::pin(async move {
+            let mut args = options;
+            if let Value::Object(map) = &mut args {
+                map.retain(|key, _| {
+                    ["extract", "format", "mode", "max_tokens"].contains(&key.as_str())
+                });
+            }
+            args["url"] = json!(url);
+            let args: OpenWebPageArgs = serde_json::from_value(args)
+                .map_err(|e| ToolError::invalid(format!("crawl options: {e}")))?;
+            fetcher.open(args).await
+        })
     }
 }
 
@@ -172,46 +254,6 @@ async fn from_http(
             body_truncated,
         }),
         (None, why) => Err(why.unwrap_or_default()),
-    })
-}
-
-/// Renders `url` in a tab of the tool's own browser session and extracts from the live DOM.
-async fn render(
-    ctx: &Ctx,
-    url: &Url,
-    kind: ExtractKind,
-    format: TextFormat,
-    why: Option<String>,
-) -> ToolResult<Loaded> {
-    ctx.web.client.check_target(url).await?;
-    let timeout = Duration::from_millis(ctx.config.navigation_timeout_ms);
-    let mut session = ctx.browser.session(RENDER_SESSION).await?;
-    let tab = session.open_tab("about:blank").await?;
-    let tab_id = tab.id.clone();
-    let rendered = async {
-        let arrival = tab
-            .navigate(Destination::Url(url.to_string()), None, timeout)
-            .await?;
-        let html = tab.content(&Scope::Page, Form::Html).await?;
-        let final_url = Url::parse(&tab.url().await).unwrap_or_else(|_| url.clone());
-        Ok::<_, ToolError>((arrival.status, html, final_url))
-    }
-    .await;
-    // The tab is closed whatever happened, so failed renders do not pile up.
-    let _ = session.close_tab(&tab_id).await;
-    let (status, html, final_url) = rendered?;
-    let base = final_url.clone();
-    let extracted =
-        tokio::task::spawn_blocking(move || extract::extract(&html, &base, kind, format))
-            .await
-            .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
-    Ok(Loaded {
-        final_url,
-        status: status.and_then(|s| u16::try_from(s).ok()),
-        extracted,
-        via: "browser",
-        why: Some(why.unwrap_or_else(|| "mode=browser".into())),
-        body_truncated: false,
     })
 }
 

@@ -380,6 +380,15 @@ pub fn spawn_service(
     data_dir: &std::path::Path,
     tmp_dir: &std::path::Path,
 ) -> (std::process::Child, String) {
+    spawn_service_with(data_dir, tmp_dir, &[])
+}
+
+/// `spawn_service` with extra environment variables.
+pub fn spawn_service_with(
+    data_dir: &std::path::Path,
+    tmp_dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
         .args(["--port", "0", "--data-dir"])
@@ -387,6 +396,7 @@ pub fn spawn_service(
         .arg("serve")
         .env("TMPDIR", tmp_dir)
         .env("WEBPILOT_LOG", "info")
+        .envs(env.iter().copied())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -31,6 +31,7 @@ pub fn routes() -> Router<String> {
         .route("/web/loop/{n}", get(redirect_loop))
         .route("/web/typed/{kind}", get(typed))
         .merge(model_routes())
+        .merge(crawl_routes())
 }
 
 fn sample(path: &str) -> Vec<u8> {
@@ -465,4 +466,68 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
         }
         _ => sse(answer(&["I have no script for this."])),
     }
+}
+
+/// Requests in flight and the most seen at once, per `Host` header, for crawl pages.
+pub static CRAWL_LOAD: std::sync::Mutex<Vec<(String, usize, usize)>> =
+    std::sync::Mutex::new(Vec::new());
+
+pub fn crawl_routes() -> Router<String> {
+    Router::new()
+        .route("/crawl/page/{n}", get(crawl_page))
+        .route("/crawl/slow", get(crawl_slow))
+}
+
+fn crawl_load(host: &str, change: isize) {
+    let mut load = CRAWL_LOAD.lock().unwrap();
+    let index = match load.iter().position(|(h, _, _)| h == host) {
+        Some(index) => index,
+        None => {
+            load.push((host.to_string(), 0, 0));
+            load.len() - 1
+        }
+    };
+    let entry = &mut load[index];
+    entry.1 = (entry.1 as isize + change) as usize;
+    entry.2 = entry.2.max(entry.1);
+}
+
+/// The most requests one host saw at once.
+pub fn peak_load(host: &str) -> usize {
+    CRAWL_LOAD
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(h, _, _)| h == host)
+        .map_or(0, |e| e.2)
+}
+
+/// An article page that takes 100 ms, counted per host.
+async fn crawl_page(headers: HeaderMap, Path(n): Path<u32>) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    crawl_load(&host, 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    crawl_load(&host, -1);
+    html(
+        StatusCode::OK,
+        format!(
+            "<!doctype html><html><head><title>Page {n}</title></head><body><article><h1>Page {n}</h1>\
+             <p>This is page number {n} of the crawl fixture. It has enough words in one paragraph to be \
+             read as the article of the page by any main-content extractor that looks for prose.</p>\
+             <p>A second paragraph, so the page reads like a short article about the number {n}.</p>\
+             </article></body></html>"
+        ),
+    )
+}
+
+async fn crawl_slow() -> Response {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    html(
+        StatusCode::OK,
+        "<!doctype html><title>Slow</title><article><p>Finally, the slow page answered after two seconds of waiting.</p></article>",
+    )
 }

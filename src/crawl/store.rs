@@ -1,0 +1,205 @@
+//! Crawl tasks and their results in SQLite (`webpilot.db` in the data dir). An item is written
+//! once, with its result, so a restart re-runs exactly the items that never finished.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    options TEXT NOT NULL,
+    total INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS items (
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    finished_seq INTEGER,
+    PRIMARY KEY (task_id, idx)
+);
+";
+
+/// A task's row.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub id: String,
+    pub created_ms: i64,
+    pub status: String,
+    pub options: Value,
+    pub total: usize,
+}
+
+/// A finished item.
+#[derive(Debug, Clone)]
+pub struct ItemRow {
+    pub index: usize,
+    pub url: String,
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+}
+
+pub struct Store {
+    connection: Mutex<Connection>,
+}
+
+type DbResult<T> = Result<T, rusqlite::Error>;
+
+impl Store {
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let connection = Connection::open(path)?;
+        connection.execute_batch(SCHEMA)?;
+        Ok(Self {
+            connection: Mutex::new(connection),
+        })
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn create(
+        &self,
+        id: &str,
+        created_ms: i64,
+        options: &Value,
+        urls: &[String],
+    ) -> DbResult<()> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        tx.execute(
+            "INSERT INTO tasks (id, created_ms, status, options, total) VALUES (?1, ?2, 'pending', ?3, ?4)",
+            params![id, created_ms, options.to_string(), urls.len() as i64],
+        )?;
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO items (task_id, idx, url, state) VALUES (?1, ?2, ?3, 'pending')",
+            )?;
+            for (index, url) in urls.iter().enumerate() {
+                insert.execute(params![id, index as i64, url])?;
+            }
+        }
+        tx.commit()
+    }
+
+    pub fn set_status(&self, id: &str, status: &str) -> DbResult<()> {
+        self.db()
+            .execute(
+                "UPDATE tasks SET status = ?2 WHERE id = ?1",
+                params![id, status],
+            )
+            .map(drop)
+    }
+
+    pub fn task(&self, id: &str) -> DbResult<Option<TaskRow>> {
+        self.db()
+            .query_row(
+                "SELECT id, created_ms, status, options, total FROM tasks WHERE id = ?1",
+                params![id],
+                task_row,
+            )
+            .optional()
+    }
+
+    /// Newest first, optionally with one status.
+    pub fn tasks(&self, status: Option<&str>, limit: usize) -> DbResult<Vec<TaskRow>> {
+        let db = self.db();
+        let mut query = db.prepare(
+            "SELECT id, created_ms, status, options, total FROM tasks
+             WHERE ?1 IS NULL OR status = ?1 ORDER BY created_ms DESC, id LIMIT ?2",
+        )?;
+        let rows = query.query_map(params![status, limit as i64], task_row)?;
+        rows.collect()
+    }
+
+    /// Tasks a previous run left unfinished.
+    pub fn unfinished(&self) -> DbResult<Vec<String>> {
+        let db = self.db();
+        let mut query = db.prepare(
+            "SELECT id FROM tasks WHERE status IN ('pending', 'running') ORDER BY created_ms",
+        )?;
+        let rows = query.query_map([], |row| row.get(0))?;
+        rows.collect()
+    }
+
+    /// Items still to do, in order.
+    pub fn pending(&self, id: &str) -> DbResult<Vec<(usize, String)>> {
+        let db = self.db();
+        let mut query = db.prepare(
+            "SELECT idx, url FROM items WHERE task_id = ?1 AND state = 'pending' ORDER BY idx",
+        )?;
+        let rows = query.query_map(params![id], |row| Ok((count(row, 0)?, row.get(1)?)))?;
+        rows.collect()
+    }
+
+    /// Records an item's outcome once; false when it was already recorded.
+    pub fn finish(&self, id: &str, index: usize, outcome: &Result<Value, Value>) -> DbResult<bool> {
+        let (state, result, error) = match outcome {
+            Ok(result) => ("done", Some(result.to_string()), None),
+            Err(error) => ("failed", None, Some(error.to_string())),
+        };
+        let changed = self.db().execute(
+            "UPDATE items SET state = ?3, result = ?4, error = ?5,
+                 finished_seq = (SELECT COALESCE(MAX(finished_seq), 0) + 1 FROM items WHERE task_id = ?1)
+             WHERE task_id = ?1 AND idx = ?2 AND state = 'pending'",
+            params![id, index as i64, state, result, error],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// How many items are finished.
+    pub fn progress(&self, id: &str) -> DbResult<usize> {
+        self.db().query_row(
+            "SELECT COUNT(*) FROM items WHERE task_id = ?1 AND state != 'pending'",
+            params![id],
+            |row| count(row, 0),
+        )
+    }
+
+    /// Finished items in the order they finished.
+    pub fn finished(&self, id: &str) -> DbResult<Vec<ItemRow>> {
+        let db = self.db();
+        let mut query = db.prepare(
+            "SELECT idx, url, result, error FROM items
+             WHERE task_id = ?1 AND state != 'pending' ORDER BY finished_seq",
+        )?;
+        let rows = query.query_map(params![id], |row| {
+            let parse = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
+            Ok(ItemRow {
+                index: count(row, 0)?,
+                url: row.get(1)?,
+                result: parse(row.get(2)?),
+                error: parse(row.get(3)?),
+            })
+        })?;
+        rows.collect()
+    }
+}
+
+fn task_row(row: &rusqlite::Row<'_>) -> DbResult<TaskRow> {
+    let options: String = row.get(3)?;
+    Ok(TaskRow {
+        id: row.get(0)?,
+        created_ms: row.get(1)?,
+        status: row.get(2)?,
+        options: serde_json::from_str(&options).unwrap_or_default(),
+        total: count(row, 4)?,
+    })
+}
+
+/// A non-negative integer column as usize (SQLite integers are i64).
+fn count(row: &rusqlite::Row<'_>, column: usize) -> DbResult<usize> {
+    Ok(row.get::<_, i64>(column)?.max(0) as usize)
+}

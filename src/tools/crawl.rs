@@ -1,0 +1,87 @@
+//! `crawl_batch` and `crawl_status`: many URLs read like open_web_page, in the background, with
+//! bounded parallelism; results persist across restarts.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::open_web_page::FetchMode;
+use super::{Ctx, Tool, ToolOutput};
+use crate::error::ToolResult;
+use crate::web::extract::{ExtractKind, TextFormat};
+
+const DEFAULT_PARALLEL: usize = 4;
+
+const BATCH_GUIDE: &str = "crawl_batch reads many URLs in the background (like open_web_page) \
+and returns a task_id at once; poll crawl_status with it for progress, results and errors.";
+const STATUS_GUIDE: &str = "crawl_status reports a crawl task: status (pending, running, \
+completed, failed), progress of total, each URL's result or error.";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrawlBatchArgs {
+    /// http(s) URLs to read.
+    pub urls: Vec<String>,
+    /// As open_web_page: main (default) | full | links | images | structured.
+    pub extract: Option<ExtractKind>,
+    /// markdown (default) | text.
+    pub format: Option<TextFormat>,
+    /// auto (default) | http | browser.
+    pub mode: Option<FetchMode>,
+    /// URLs fetched at once (default 4, at most the configured maximum).
+    pub parallel: Option<usize>,
+    /// Token budget per page (default 4000).
+    pub max_tokens: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrawlStatusArgs {
+    /// The task_id crawl_batch returned.
+    pub task_id: String,
+}
+
+pub struct CrawlBatch;
+pub struct CrawlStatus;
+
+#[async_trait]
+impl Tool for CrawlBatch {
+    type Args = CrawlBatchArgs;
+    const NAME: &'static str = "crawl_batch";
+    const GUIDE: &'static str = BATCH_GUIDE;
+    const DESCRIPTION: &'static str = "Start reading many URLs in the background (as open_web_page); returns task_id for crawl_status.";
+
+    async fn run(&self, ctx: &Ctx, args: CrawlBatchArgs) -> ToolResult<ToolOutput> {
+        let options = json!({
+            "extract": args.extract.unwrap_or_default(),
+            "format": args.format.unwrap_or_default(),
+            "mode": args.mode.unwrap_or_default(),
+            "max_tokens": args.max_tokens,
+        });
+        let total = args.urls.len();
+        let parallel = args.parallel.unwrap_or(DEFAULT_PARALLEL);
+        let task_id = ctx.crawler.submit(args.urls, parallel, options)?;
+        Ok(ToolOutput::json(json!({
+            "task_id": task_id,
+            "status": "pending",
+            "total": total,
+            "parallel": parallel,
+        })))
+    }
+}
+
+#[async_trait]
+impl Tool for CrawlStatus {
+    type Args = CrawlStatusArgs;
+    const NAME: &'static str = "crawl_status";
+    const GUIDE: &'static str = STATUS_GUIDE;
+    const DESCRIPTION: &'static str =
+        "Status of a crawl task: status, progress/total, results and errors per URL.";
+
+    async fn run(&self, ctx: &Ctx, args: CrawlStatusArgs) -> ToolResult<ToolOutput> {
+        ctx.crawler
+            .status(args.task_id.trim())
+            .map(ToolOutput::json)
+    }
+}

@@ -1,0 +1,274 @@
+//! crawl_batch / crawl_status and the crawler REST API against local pages: progress in order,
+//! complete results and errors, per-host caps, and a restart that loses and repeats nothing.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::web_fixtures::{config, peak_load};
+use common::{Harness, call_at, client, eventually, spawn_service_with, start_with};
+use serde_json::{Value, json};
+
+fn crawl_service() -> Harness {
+    start_with(|fixtures| {
+        let mut config = config(fixtures);
+        config.crawl.per_host = 2;
+        config.crawl.max_urls = 40;
+        // The slow page takes two seconds before its headers: slow, not stalled.
+        config.fetch.read_timeout_ms = 5_000;
+        config
+    })
+}
+
+fn service() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(crawl_service)
+}
+
+async fn get_json(url: &str) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn host_of(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
+    // Its own fixture servers, so the per-host load counts only this test's requests.
+    let harness = &crawl_service();
+    let mut urls: Vec<String> = (0..24)
+        .map(|i| {
+            let origin = if i % 2 == 0 {
+                &harness.fixtures
+            } else {
+                &harness.second
+            };
+            format!("{origin}/crawl/page/{i}")
+        })
+        .collect();
+    urls.push(harness.page("crawl/slow"));
+    urls.extend((0..4).map(|i| harness.page(&format!("status/404?{i}"))));
+    urls.push("http://169.254.169.254/latest/meta-data/".into());
+    let created: Value = client()
+        .post(format!("{}/api/crawler/tasks", harness.api))
+        .json(&json!({"urls": urls, "parallel": 4, "extract": "main"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["task_id"].as_str().expect("task id").to_string();
+    assert_eq!(created["total"], 30);
+
+    let events = client()
+        .get(format!("{}/api/crawler/tasks/{id}/events", harness.api))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut done = None;
+    for block in events.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("event:"))
+            .unwrap()
+            .trim();
+        let data: Value = serde_json::from_str(
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix("data:"))
+                .unwrap()
+                .trim(),
+        )
+        .unwrap();
+        match name {
+            "progress" => seen.push(data["progress"].as_u64().unwrap()),
+            "done" => done = Some(data),
+            _ => {}
+        }
+    }
+    assert!(!seen.is_empty());
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "progress out of order: {seen:?}"
+    );
+    assert_eq!(*seen.last().unwrap(), 30);
+    let done = done.expect("a done event");
+    assert_eq!(
+        (done["status"].as_str(), done["errors"].as_u64()),
+        (Some("completed"), Some(5))
+    );
+
+    let status = get_json(&format!("{}/api/crawler/tasks/{id}", harness.api)).await;
+    assert_eq!(
+        (status["progress"].as_u64(), status["total"].as_u64()),
+        (Some(30), Some(30))
+    );
+    let results = status["results"].as_array().unwrap();
+    let errors = status["errors"].as_array().unwrap();
+    assert_eq!((results.len(), errors.len()), (25, 5), "{status:#}");
+    let finished: HashSet<&str> = results
+        .iter()
+        .chain(errors)
+        .map(|i| i["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(finished.len(), 30);
+    assert!(results.iter().any(|r| {
+        r["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("slow page answered")
+    }));
+    assert!(results.iter().all(|r| r["result"]["via"] == "http"));
+    let codes: Vec<&str> = errors
+        .iter()
+        .map(|e| e["error"]["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "UPSTREAM").count(),
+        4,
+        "{codes:?}"
+    );
+    assert!(codes.contains(&"BLOCKED_URL"), "{codes:?}");
+
+    for origin in [&harness.fixtures, &harness.second] {
+        let peak = peak_load(&host_of(origin));
+        assert!((1..=2).contains(&peak), "{origin}: {peak} at once");
+    }
+    assert_eq!(
+        peak_load(&host_of(&harness.fixtures)).max(peak_load(&host_of(&harness.second))),
+        2
+    );
+
+    let listed = get_json(&format!(
+        "{}/api/crawler/tasks?status=completed&limit=10",
+        harness.api
+    ))
+    .await;
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_id"] == id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn tools_check_their_arguments() {
+    let harness = service();
+    let api = &harness.api;
+    let (status, body) = call_at(
+        api,
+        "crawl_batch",
+        json!({"urls": [harness.page("crawl/page/1")], "parallel": 2}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body:#}");
+    let id = body["task_id"].as_str().unwrap().to_string();
+    eventually("the task to complete", Duration::from_secs(20), || {
+        let id = id.clone();
+        async move {
+            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
+        }
+    })
+    .await;
+    let (_, status) = call_at(api, "crawl_status", json!({"task_id": id})).await;
+    assert_eq!(status["results"][0]["result"]["title"], "Page 1");
+
+    for (args, code) in [
+        (json!({"urls": []}), "INVALID_ARGUMENT"),
+        (json!({"urls": ["ftp://x.org/"]}), "INVALID_ARGUMENT"),
+        (
+            json!({"urls": [harness.page("a")], "parallel": 99}),
+            "INVALID_ARGUMENT",
+        ),
+        (json!({"urls": vec![harness.page("a"); 41]}), "LIMIT"),
+    ] {
+        let (_, body) = call_at(api, "crawl_batch", args.clone()).await;
+        assert_eq!(body["error"]["code"], code, "{args}: {body:#}");
+    }
+    let (status, body) = call_at(api, "crawl_status", json!({"task_id": "crawl-nope"})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("NO_SUCH_TASK"))
+    );
+}
+
+#[tokio::test]
+async fn a_killed_service_resumes_its_task_without_losing_or_repeating_urls() {
+    let harness = service();
+    let data = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let env = [("WEBPILOT_FETCH_ALLOW", "127.0.0.1")];
+    let (mut first, api) = spawn_service_with(data.path(), tmp.path(), &env);
+    let urls: Vec<String> = (100..130)
+        .map(|i| harness.page(&format!("crawl/page/{i}")))
+        .collect();
+    let (status, created) =
+        call_at(&api, "crawl_batch", json!({"urls": urls, "parallel": 2})).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("some URLs to finish", Duration::from_secs(20), || {
+        let (api, id) = (api.clone(), id.clone());
+        async move {
+            call_at(&api, "crawl_status", json!({"task_id": id}))
+                .await
+                .1["progress"]
+                .as_u64()
+                >= Some(6)
+        }
+    })
+    .await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let (mut second, api) = spawn_service_with(data.path(), tmp.path(), &env);
+    eventually(
+        "the resumed task to complete",
+        Duration::from_secs(30),
+        || {
+            let (api, id) = (api.clone(), id.clone());
+            async move {
+                call_at(&api, "crawl_status", json!({"task_id": id}))
+                    .await
+                    .1["status"]
+                    == "completed"
+            }
+        },
+    )
+    .await;
+    let (_, status) = call_at(&api, "crawl_status", json!({"task_id": id})).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let results = status["results"].as_array().unwrap();
+    assert_eq!(status["errors"], json!([]), "{status:#}");
+    assert_eq!(results.len(), 30);
+    let indices: HashSet<u64> = results
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices, (0..30).collect::<HashSet<u64>>());
+    for result in results {
+        let index = result["index"].as_u64().unwrap();
+        assert_eq!(result["result"]["title"], format!("Page {}", 100 + index));
+    }
+}
