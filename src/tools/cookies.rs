@@ -22,7 +22,7 @@ storageState, cookies.txt, JSON cookie arrays) are also there.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CookiesArgs {
-    /// export | load | ensure_login | list | clear | import.
+    /// What to do.
     pub action: Action,
     /// Saved profile name.
     pub name: Option<String>,
@@ -34,17 +34,17 @@ pub struct CookiesArgs {
     pub domain: Option<String>,
     /// ensure_login: how to tell the session is logged in.
     pub check: Option<LoginCheck>,
-    /// import: storage_state | netscape | json (default: detected); export: storage_state also returns the JSON.
+    /// import: detected by default. export: storage_state also returns the JSON.
     pub format: Option<Format>,
     /// import: the file content.
     pub content: Option<String>,
-    /// import: path of a file to read instead of content.
+    /// import: a file to read instead.
     pub path: Option<String>,
     /// load: open the profile's start URL afterwards.
     pub auto_navigate: Option<bool>,
     /// list: show cookie values (masked by default).
     pub show_values: Option<bool>,
-    /// Browser session (default "default").
+    /// Default "default".
     pub session: Option<String>,
 }
 
@@ -90,7 +90,7 @@ impl Tool for Cookies {
     type Args = CookiesArgs;
     const NAME: &'static str = "browser_cookies";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Saved logins: export the session (cookies incl. httpOnly + localStorage) as a profile, load it, ensure_login (check, load if needed, check again), list/clear cookies, import storageState/cookies.txt/JSON.";
+    const DESCRIPTION: &'static str = "Saved logins: export the session (cookies incl. httpOnly, localStorage) as a profile, load it, ensure_login (check, load if needed, recheck), list/clear cookies, import.";
 
     async fn run(&self, ctx: &Ctx, args: CookiesArgs) -> ToolResult<ToolOutput> {
         let key = match std::env::var(profiles::PROFILE_KEY_ENV) {

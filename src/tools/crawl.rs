@@ -23,13 +23,13 @@ completed, failed), progress of total, each URL's result or error.";
 pub struct CrawlBatchArgs {
     /// http(s) URLs to read.
     pub urls: Vec<String>,
-    /// As open_web_page: main (default) | full | links | images | structured.
+    /// As open_web_page (default main).
     pub extract: Option<ExtractKind>,
-    /// markdown (default) | text.
+    /// Default markdown.
     pub format: Option<TextFormat>,
-    /// auto (default) | http | browser.
+    /// As open_web_page (default auto).
     pub mode: Option<FetchMode>,
-    /// URLs fetched at once (default 4, at most the configured maximum).
+    /// URLs at once (default 4).
     pub parallel: Option<usize>,
     /// Token budget per page (default 4000).
     pub max_tokens: Option<usize>,
@@ -50,7 +50,8 @@ impl Tool for CrawlBatch {
     type Args = CrawlBatchArgs;
     const NAME: &'static str = "crawl_batch";
     const GUIDE: &'static str = BATCH_GUIDE;
-    const DESCRIPTION: &'static str = "Start reading many URLs in the background (as open_web_page); returns task_id for crawl_status.";
+    const DESCRIPTION: &'static str =
+        "Read many URLs in the background, as open_web_page; returns a task_id for crawl_status.";
 
     async fn run(&self, ctx: &Ctx, args: CrawlBatchArgs) -> ToolResult<ToolOutput> {
         let options = json!({
@@ -77,7 +78,7 @@ impl Tool for CrawlStatus {
     const NAME: &'static str = "crawl_status";
     const GUIDE: &'static str = STATUS_GUIDE;
     const DESCRIPTION: &'static str =
-        "Status of a crawl task: status, progress/total, results and errors per URL.";
+        "A crawl task's status, progress, and each URL's result or error.";
 
     async fn run(&self, ctx: &Ctx, args: CrawlStatusArgs) -> ToolResult<ToolOutput> {
         ctx.crawler

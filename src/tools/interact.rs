@@ -28,24 +28,24 @@ const ADDED_ELEMENTS_TOKENS: usize = 400;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InteractArgs {
-    /// click | type | send_keys | select | options | upload | hover | scroll | wait | evaluate | dialog.
+    /// What to do.
     pub action: Action,
     /// Element ref from browser_read mode=elements.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
     /// Text to type.
     pub text: Option<String>,
-    /// Keys, e.g. "Enter", "Control+A", "Shift+Tab" (space-separated for several).
+    /// e.g. "Enter", "Control+A" (space-separated for several).
     pub keys: Option<String>,
-    /// Option value or visible label (select).
+    /// select: value or label.
     pub option: Option<String>,
     /// Local file paths (upload).
     pub paths: Option<Vec<String>>,
-    /// Clear the field before typing (default true).
+    /// Clear before typing (default true).
     pub clear: Option<bool>,
     /// Press Enter after typing.
     pub submit: Option<bool>,
-    /// up | down | left | right (scroll without ref).
+    /// Scroll without ref.
     pub direction: Option<Direction>,
     /// Pixels to scroll (default 80% of the viewport).
     pub amount: Option<f64>,
@@ -55,17 +55,17 @@ pub struct InteractArgs {
     pub gone: Option<bool>,
     /// wait: seconds to wait (max 30).
     pub seconds: Option<f64>,
-    /// JavaScript expression, statements or function (evaluate).
+    /// evaluate: JavaScript.
     pub script: Option<String>,
-    /// dialog: accept (true) or dismiss (false) the next dialog.
+    /// dialog: accept (true) or dismiss the next one.
     pub accept: Option<bool>,
     /// dialog: text for the next prompt().
     pub prompt_text: Option<String>,
     /// Time limit in ms (default 10000).
     pub timeout_ms: Option<u64>,
-    /// Tab id (default: active tab).
+    /// Default: the active tab.
     pub tab: Option<String>,
-    /// Browser session (default "default").
+    /// Default "default".
     pub session: Option<String>,
 }
 
@@ -101,7 +101,7 @@ impl Tool for Interact {
     type Args = InteractArgs;
     const NAME: &'static str = "browser_interact";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Act on the page by element ref (from browser_read): click, type, send_keys, select, options, upload, hover, scroll, wait, evaluate, dialog. Waits while the page is busy and reports what changed (navigation, new tabs, dialogs, added elements).";
+    const DESCRIPTION: &'static str = "Act by element ref (from browser_read). Waits while the page is busy; reports what changed (navigation, new tabs, dialogs, added elements).";
 
     async fn run(&self, ctx: &Ctx, args: InteractArgs) -> ToolResult<ToolOutput> {
         check_required(&args)?;

@@ -27,9 +27,9 @@ lines. Use wait_for only for content that appears late on its own.";
 pub struct NavigateArgs {
     /// URL (mode=url) or search query (mode=search).
     pub target: Option<String>,
-    /// url (default) | search | back | forward | reload.
+    /// Default url.
     pub mode: Option<Mode>,
-    /// Search engine for mode=search (default duckduckgo).
+    /// mode=search engine (default duckduckgo).
     pub engine: Option<Engine>,
     /// Open in a new tab.
     pub new_tab: Option<bool>,
@@ -37,9 +37,9 @@ pub struct NavigateArgs {
     pub wait_for: Option<String>,
     /// Time limit in ms (default 15000).
     pub timeout_ms: Option<u64>,
-    /// Token budget of the element list in the result (default 600, 0 for none).
+    /// Budget of the element list (default 600, 0: none).
     pub max_tokens: Option<usize>,
-    /// Browser session (default "default").
+    /// Default "default".
     pub session: Option<String>,
 }
 
@@ -82,7 +82,7 @@ impl Tool for Navigate {
     type Args = NavigateArgs;
     const NAME: &'static str = "browser_navigate";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Open a URL or web search in the browser (or go back/forward/reload) and wait until the page is ready. Returns status, how readiness was decided, and the first interactive elements.";
+    const DESCRIPTION: &'static str = "Open a URL or web search (or go back/forward/reload) and wait until the page is ready; returns status, readiness and the first interactive elements.";
 
     async fn run(&self, ctx: &Ctx, args: NavigateArgs) -> ToolResult<ToolOutput> {
         let destination = destination(&args)?;

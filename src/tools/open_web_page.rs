@@ -37,11 +37,11 @@ next_cursor back as cursor.";
 pub struct OpenWebPageArgs {
     /// http(s) URL to read.
     pub url: String,
-    /// main (default: article body + metadata) | full | links | images | structured.
+    /// Default main (article + metadata).
     pub extract: Option<ExtractKind>,
-    /// markdown (default) | text.
+    /// Default markdown.
     pub format: Option<TextFormat>,
-    /// auto (default: HTTP, browser when the page needs one) | http | browser.
+    /// Default auto (browser only when needed).
     pub mode: Option<FetchMode>,
     /// Token budget (default 4000).
     pub max_tokens: Option<usize>,
@@ -75,7 +75,7 @@ impl Tool for OpenWebPage {
     type Args = OpenWebPageArgs;
     const NAME: &'static str = "open_web_page";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Read a web page without a browser: main content (default), full page, links, images or structure, as Markdown or text; escalates to the browser for JavaScript-only pages. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read a web page without a browser: main content, whole page, links, images or outline, as Markdown or text. Paged by max_tokens/cursor.";
 
     async fn run(&self, ctx: &Ctx, args: OpenWebPageArgs) -> ToolResult<ToolOutput> {
         let fetcher = Fetcher {

@@ -25,13 +25,13 @@ Long output is paged: pass next_cursor back as cursor.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// elements (default) | markdown | text | html | find | extract.
+    /// Default elements.
     pub mode: Option<ReadMode>,
     /// Text to find (find) or question (extract).
     pub query: Option<String>,
-    /// CSS selector limiting the read to a subtree.
+    /// Only this CSS subtree.
     pub selector: Option<String>,
-    /// Read only this element (ref from mode=elements).
+    /// Only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
     /// markdown: whole page instead of main content.
@@ -40,9 +40,9 @@ pub struct ReadArgs {
     pub max_tokens: Option<usize>,
     /// next_cursor of the previous read.
     pub cursor: Option<String>,
-    /// Tab id (default: active tab).
+    /// Default: the active tab.
     pub tab: Option<String>,
-    /// Browser session (default "default").
+    /// Default "default".
     pub session: Option<String>,
 }
 
@@ -65,7 +65,7 @@ impl Tool for Read {
     type Args = ReadArgs;
     const NAME: &'static str = "browser_read";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs (default), markdown, text, html, find (text matches with nearby refs) or extract (sections relevant to query). Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with nearby refs) or extract (sections answering query). Paged by max_tokens/cursor.";
 
     async fn run(&self, ctx: &Ctx, args: ReadArgs) -> ToolResult<ToolOutput> {
         let mode = args.mode.unwrap_or_default();

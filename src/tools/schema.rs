@@ -52,7 +52,15 @@ fn trim(value: &mut Value) {
             if map.get("default").is_some_and(Value::is_null) {
                 map.remove("default");
             }
-            map.values_mut().for_each(trim);
+            for (key, child) in map.iter_mut() {
+                match (key.as_str(), child) {
+                    // Keys of `properties` are argument names (`format`, `title`): keep them all.
+                    ("properties", Value::Object(properties)) => {
+                        properties.values_mut().for_each(trim)
+                    }
+                    (_, child) => trim(child),
+                }
+            }
         }
         Value::Array(items) => items.iter_mut().for_each(trim),
         _ => {}
@@ -70,6 +78,8 @@ mod tests {
         /// A count.
         count: Option<u32>,
         mode: Option<Mode>,
+        /// Named like a schema keyword.
+        format: Option<String>,
     }
 
     #[derive(JsonSchema, serde::Deserialize)]
@@ -90,5 +100,6 @@ mod tests {
             serde_json::json!(["fast", "slow"])
         );
         assert!(schema.get("title").is_none() && schema.get("$schema").is_none());
+        assert_eq!(schema["properties"]["format"]["type"], "string");
     }
 }

@@ -17,24 +17,24 @@ browser_read mode=elements and the legend lists them.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
-    /// Draw numbered boxes on interactive elements (numbers = element refs).
+    /// Numbered boxes on interactive elements (numbers = refs).
     pub annotate: Option<bool>,
     /// Capture the whole page, not just the viewport.
     pub full_page: Option<bool>,
     /// Capture only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// png (default) | jpeg | webp.
+    /// Default png.
     pub format: Option<Format>,
     /// JPEG/WebP quality 1-100 (default 80).
     pub quality: Option<u8>,
-    /// Scale down to at most this width in pixels.
+    /// Scale down to this width (px).
     pub max_width: Option<u32>,
-    /// Also save under the data dir's screenshots/ with this file name.
+    /// Also save as screenshots/NAME in the data dir.
     pub save: Option<String>,
-    /// Tab id (default: active tab).
+    /// Default: the active tab.
     pub tab: Option<String>,
-    /// Browser session (default "default").
+    /// Default "default".
     pub session: Option<String>,
 }
 
@@ -53,7 +53,7 @@ impl Tool for Screenshot {
     type Args = ScreenshotArgs;
     const NAME: &'static str = "browser_screenshot";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element (png/jpeg/webp). annotate=true draws numbered boxes whose numbers are the element refs, with a legend.";
+    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers the interactive elements with their refs.";
 
     async fn run(&self, ctx: &Ctx, args: ScreenshotArgs) -> ToolResult<ToolOutput> {
         let shot = shot(&args)?;

@@ -26,15 +26,15 @@ pub struct WebSearchArgs {
     pub query: String,
     /// 1–20 (default 5).
     pub max_results: Option<usize>,
-    /// auto (default: configured backends in order, with failover) | duckduckgo | searxng | tavily | brave.
+    /// Default auto (failover across configured backends).
     pub backend: Option<BackendChoice>,
-    /// day | week | month | year.
+    /// Recency.
     pub time_range: Option<TimeRange>,
-    /// Language/region code, e.g. en, de-de.
+    /// e.g. en, de-de.
     pub language: Option<String>,
-    /// Tavily search depth: basic (default) | advanced.
+    /// Tavily: basic (default) | advanced.
     pub search_depth: Option<String>,
-    /// Only results from these domains.
+    /// Only these domains.
     pub include_domains: Option<Vec<String>>,
 }
 
@@ -45,7 +45,8 @@ impl Tool for WebSearch {
     type Args = WebSearchArgs;
     const NAME: &'static str = "web_search";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Search the web without a browser. Returns title, url, snippet per result, the backend used and any that failed.";
+    const DESCRIPTION: &'static str =
+        "Search the web without a browser: title, url and snippet per result.";
 
     async fn run(&self, ctx: &Ctx, args: WebSearchArgs) -> ToolResult<ToolOutput> {
         let backend = args.backend.unwrap_or_default();
