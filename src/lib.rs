@@ -20,6 +20,7 @@ pub mod browser;
 pub mod config;
 pub mod crawl;
 pub mod error;
+pub mod metrics;
 pub mod server;
 pub mod tools;
 pub mod web;

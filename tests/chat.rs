@@ -181,6 +181,21 @@ async fn rate_limits_are_retried_and_other_failures_are_error_events() {
     );
     assert!(!names(&events).contains(&"done"));
 
+    let started = std::time::Instant::now();
+    let events = chat_events(user("stall")).await;
+    assert!(
+        last(&events, "error")["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{events:#?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
     let events = chat_events(user("cut")).await;
     assert_eq!(names(&events), ["message", "error"], "{events:#?}");
     assert!(

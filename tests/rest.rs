@@ -1,8 +1,8 @@
-//! The REST front: tool definitions, error shapes and statuses, auth.
+//! The REST front: tool definitions, error shapes and statuses, auth, metrics.
 
 mod common;
 
-use common::{client, harness};
+use common::{call_at, client, harness};
 use serde_json::{Value, json};
 
 async fn post_raw(path: &str, body: &'static str) -> (u16, Value) {
@@ -158,4 +158,52 @@ async fn a_token_is_required_when_configured() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
+async fn metrics_count_the_calls_made() {
+    let api = &harness().api;
+    let (status, _) = call_at(api, "crawl_status", json!({"task_id": "crawl-none"})).await;
+    assert_eq!(status, 404);
+    let (status, _) = call_at(api, "crawl_status", json!({"task": 1})).await;
+    assert_eq!(status, 400);
+    let response = client().get(format!("{api}/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.unwrap();
+    let mut samples = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(comment) = line.strip_prefix('#') {
+            assert!(
+                comment.starts_with(" HELP ") || comment.starts_with(" TYPE "),
+                "{line}"
+            );
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').expect("a sample line");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: {line}"));
+        samples.insert(name.to_string(), value);
+    }
+    let calls = |outcome: &str| {
+        samples
+            .get(&format!(
+                "webpilot_tool_calls_total{{tool=\"crawl_status\",outcome=\"{outcome}\"}}"
+            ))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert!(
+        calls("NO_SUCH_TASK") >= 1.0 && calls("INVALID_ARGUMENT") >= 1.0,
+        "{text}"
+    );
+    assert!(samples["webpilot_tool_call_duration_seconds_count{tool=\"crawl_status\"}"] >= 2.0);
+    assert!(samples.contains_key("webpilot_browser_sessions"));
+    assert!(samples.contains_key("webpilot_browser_restarts_total"));
 }

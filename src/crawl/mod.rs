@@ -218,22 +218,30 @@ impl Crawler {
     }
 
     fn announce(&self, id: &str, name: &'static str, data: Value) {
-        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sender) = channels.get(id) {
             let _ = sender.send(CrawlEvent { name, data });
+        }
+        // After `done` nothing more comes; subscribers keep their receivers until they read it.
+        if name == "done" {
+            channels.remove(id);
         }
     }
 
     /// Progress events of a task from now on, with its status at subscription time.
     pub fn subscribe(&self, id: &str) -> ToolResult<(Value, broadcast::Receiver<CrawlEvent>)> {
-        let receiver = {
-            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        // Read under the lock: `announce` cannot slip a `done` between the two.
+        let summary = self.summary(id)?;
+        let receiver = if matches!(summary["status"].as_str(), Some("completed" | "failed")) {
+            broadcast::channel(1).1
+        } else {
             channels
                 .entry(id.to_string())
                 .or_insert_with(|| broadcast::channel(EVENT_BUFFER).0)
                 .subscribe()
         };
-        Ok((self.summary(id)?, receiver))
+        Ok((summary, receiver))
     }
 
     /// Status and counts of a task, without its results.

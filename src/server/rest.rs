@@ -1,5 +1,6 @@
 //! REST: `GET /api/tools` (OpenAI function definitions), `GET /api/tools/prompt` (usage guides),
-//! `POST /api/tools/{name}` (run a tool with the JSON body as arguments), `GET /healthz`.
+//! `POST /api/tools/{name}` (run a tool with the JSON body as arguments), `GET /healthz`,
+//! `GET /metrics` (Prometheus text).
 //! Every error has the tool error shape.
 
 use axum::Json;
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
+use crate::metrics::Gauge;
 use crate::tools::ToolOutput;
 
 /// Header naming the browser session when the arguments do not.
@@ -25,6 +27,7 @@ pub(super) fn routes(app: App) -> Router {
         .route("/api/tools", get(list_tools))
         .route("/api/tools/prompt", get(tool_prompt))
         .route("/api/tools/{name}", post(call_tool))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
@@ -46,6 +49,33 @@ async fn list_tools(State(app): State<App>) -> Json<Value> {
 /// The tools' usage guides, ready to use as (part of) an agent's system prompt.
 async fn tool_prompt(State(app): State<App>) -> String {
     app.registry.prompt()
+}
+
+/// Prometheus text: tool calls and latencies, live sessions, browser restarts.
+async fn metrics(State(app): State<App>) -> Response {
+    let gauges = [
+        Gauge {
+            name: "webpilot_browser_sessions",
+            help: "Live browser sessions.",
+            kind: "gauge",
+            value: app.browser.session_names().len() as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_restarts_total",
+            help: "Times Chromium was relaunched after it died.",
+            kind: "counter",
+            value: app.browser.pool.restarts() as f64,
+        },
+    ];
+    let text = app.registry.metrics().render(&gauges);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn call_tool(

@@ -30,6 +30,7 @@ use crate::browser::{BrowserService, Tab};
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::error::{ToolError, ToolResult};
+use crate::metrics::Metrics;
 use crate::web::WebService;
 
 /// Name of the session used when a call does not name one.
@@ -144,6 +145,7 @@ pub struct Registry {
     /// The OpenAI function definitions, generated once: schemas never change at run time.
     definitions: Value,
     ctx: Ctx,
+    metrics: Metrics,
 }
 
 impl Registry {
@@ -175,11 +177,17 @@ impl Registry {
                 web,
                 crawler,
             },
+            metrics: Metrics::default(),
         }
     }
 
     pub fn ctx(&self) -> &Ctx {
         &self.ctx
+    }
+
+    /// Counts and latencies of the calls made so far.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn names(&self) -> Vec<&'static str> {
@@ -231,11 +239,22 @@ impl Registry {
             .call(&self.ctx, args)
             .instrument(tracing::info_span!("tool", tool = name))
             .await;
-        let elapsed_ms = started.elapsed().as_millis() as u64;
-        match &result {
-            Ok(_) => tracing::info!(tool = name, elapsed_ms, "tool call done"),
-            Err(e) => tracing::info!(tool = name, elapsed_ms, code = ?e.code, "tool call failed"),
-        }
+        let elapsed = started.elapsed();
+        let elapsed_ms = elapsed.as_millis() as u64;
+        let outcome = match &result {
+            Ok(_) => {
+                tracing::info!(tool = name, elapsed_ms, "tool call done");
+                "ok".to_string()
+            }
+            Err(e) => {
+                tracing::info!(tool = name, elapsed_ms, code = ?e.code, "tool call failed");
+                e.to_json()["error"]["code"]
+                    .as_str()
+                    .unwrap_or("INTERNAL")
+                    .to_string()
+            }
+        };
+        self.metrics.record(name, &outcome, elapsed.as_secs_f64());
         result.map(|mut output| {
             if let Value::Object(map) = &mut output.json {
                 map.insert("elapsed_ms".into(), json!(elapsed_ms));

@@ -448,6 +448,16 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             Json(json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})),
         )
             .into_response(),
+        ("stall", _) => {
+            // Headers, then silence longer than the configured model timeout.
+            let stream = futures::stream::unfold(0u32, |n| async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+                Some((Ok::<_, std::io::Error>(chunk(json!({"role": "assistant", "content": ""}), None)), n + 1))
+            });
+            ([(header::CONTENT_TYPE, "text/event-stream")], Body::from_stream(stream)).into_response()
+        }
         ("cut", _) => {
             let pieces = [chunk(json!({"role": "assistant", "content": "Half an ans"}), None)];
             sse(pieces.to_vec())

@@ -1,0 +1,134 @@
+//! Operational metrics in the Prometheus text format: tool calls by tool and outcome, their
+//! latency as histograms, plus gauges the caller supplies (live sessions, browser restarts).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+/// Upper bounds (seconds) of the latency histogram buckets.
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Default)]
+struct Latency {
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+#[derive(Default)]
+struct Book {
+    /// (tool, outcome) → calls; outcome is `ok` or the error code.
+    calls: BTreeMap<(String, String), u64>,
+    latency: BTreeMap<String, Latency>,
+}
+
+/// A value known only when metrics are rendered.
+pub struct Gauge<'a> {
+    pub name: &'a str,
+    pub help: &'a str,
+    pub kind: &'a str,
+    pub value: f64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    book: Mutex<Book>,
+}
+
+impl Metrics {
+    /// Counts one tool call that took `seconds`.
+    pub fn record(&self, tool: &str, outcome: &str, seconds: f64) {
+        let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        *book
+            .calls
+            .entry((tool.to_string(), outcome.to_string()))
+            .or_insert(0) += 1;
+        let latency = book.latency.entry(tool.to_string()).or_default();
+        latency.count += 1;
+        latency.sum += seconds;
+        for (bound, bucket) in BUCKETS.iter().zip(latency.buckets.iter_mut()) {
+            if seconds <= *bound {
+                *bucket += 1;
+            }
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self, gauges: &[Gauge<'_>]) -> String {
+        let book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        header(
+            &mut out,
+            "webpilot_tool_calls_total",
+            "Tool calls by tool and outcome (ok or the error code).",
+            "counter",
+        );
+        for ((tool, outcome), count) in &book.calls {
+            let _ = writeln!(
+                out,
+                "webpilot_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        let name = "webpilot_tool_call_duration_seconds";
+        header(&mut out, name, "Tool call latency.", "histogram");
+        for (tool, latency) in &book.latency {
+            for (bound, bucket) in BUCKETS.iter().zip(latency.buckets) {
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {bucket}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {}",
+                latency.count
+            );
+            let _ = writeln!(out, "{name}_sum{{tool=\"{tool}\"}} {}", latency.sum);
+            let _ = writeln!(out, "{name}_count{{tool=\"{tool}\"}} {}", latency.count);
+        }
+        for gauge in gauges {
+            header(&mut out, gauge.name, gauge.help, gauge.kind);
+            let _ = writeln!(out, "{} {}", gauge.name, gauge.value);
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_latency_are_counted() {
+        let metrics = Metrics::default();
+        metrics.record("web_search", "ok", 0.02);
+        metrics.record("web_search", "UPSTREAM", 0.4);
+        let text = metrics.render(&[Gauge {
+            name: "webpilot_browser_sessions",
+            help: "Live sessions.",
+            kind: "gauge",
+            value: 2.0,
+        }]);
+        assert!(
+            text.contains("webpilot_tool_calls_total{tool=\"web_search\",outcome=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("webpilot_tool_calls_total{tool=\"web_search\",outcome=\"UPSTREAM\"} 1")
+        );
+        assert!(text.contains(
+            "webpilot_tool_call_duration_seconds_bucket{tool=\"web_search\",le=\"0.025\"} 1"
+        ));
+        assert!(text.contains(
+            "webpilot_tool_call_duration_seconds_bucket{tool=\"web_search\",le=\"0.5\"} 2"
+        ));
+        assert!(text.contains("webpilot_tool_call_duration_seconds_count{tool=\"web_search\"} 2"));
+        assert!(text.contains("webpilot_browser_sessions 2"));
+    }
+}
