@@ -54,6 +54,9 @@ pub struct Config {
     pub llm: LlmConfig,
     /// Batch crawling limits.
     pub crawl: CrawlConfig,
+    /// Host names `/mcp` answers besides loopback ones (the names clients use to reach a
+    /// non-loopback bind).
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// How much a batch crawl may do at once.
@@ -205,6 +208,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             llm: LlmConfig::default(),
             crawl: CrawlConfig::default(),
+            mcp_allowed_hosts: Vec::new(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The `webpilot` command: `serve` (HTTP), `tools` (print definitions), `call TOOL JSON`,
+//! The `webpilot` command: `serve` (HTTP), `mcp` (MCP over stdio), `tools` (print definitions),
+//! `call TOOL JSON`,
 //! `crawl URL…` (a batch crawl with a progress bar, results as JSON lines).
 
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ enum Command {
     Serve,
     /// Print the tool definitions (OpenAI function-calling format).
     Tools,
+    /// Serve the tools over MCP on standard input/output.
+    Mcp,
     /// Run one tool in-process and print its JSON result.
     Call {
         /// Tool name, e.g. browser_navigate.
@@ -116,6 +119,22 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
+        Command::Mcp => {
+            use rmcp::ServiceExt;
+            let app = App::new(config)?;
+            let front = webpilot::server::mcp::McpFront::new(app.clone());
+            let served = front.serve(rmcp::transport::stdio()).await;
+            let result = match served {
+                Ok(service) => service
+                    .waiting()
+                    .await
+                    .map(drop)
+                    .map_err(anyhow::Error::from),
+                Err(error) => Err(anyhow::anyhow!("MCP start-up failed: {error}")),
+            };
+            app.shutdown().await;
+            result.map(|()| ExitCode::SUCCESS)
+        }
         Command::Crawl {
             urls,
             extract,

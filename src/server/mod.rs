@@ -1,15 +1,19 @@
-//! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), health, bearer auth,
-//! graceful shutdown.
+//! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, MCP
+//! (`/mcp`), metrics, health, bearer auth, graceful shutdown.
 
 mod auth;
 mod chat;
 mod crawler;
+pub mod mcp;
 mod rest;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::app::App;
 
@@ -19,13 +23,32 @@ const SHUTDOWN_GRACE_SECS: u64 = 10;
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
     let token = app.config.token.clone();
+    let mcp = mcp_service(&app);
     chat::routes(app.clone())
         .merge(crawler::routes(app.clone()))
+        .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(
             token.map(std::sync::Arc::new),
             auth::require_token,
         ))
+}
+
+/// Streamable HTTP MCP: a handler (so a browser session) per MCP session; Host headers are
+/// checked against loopback names plus the configured `mcp_allowed_hosts`.
+fn mcp_service(app: &App) -> StreamableHttpService<mcp::McpFront, LocalSessionManager> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    hosts.extend(app.config.mcp_allowed_hosts.iter().cloned());
+    if !app.config.bind.is_loopback() && !app.config.bind.is_unspecified() {
+        hosts.push(app.config.bind.to_string());
+    }
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts);
+    let app = app.clone();
+    StreamableHttpService::new(
+        move || Ok(mcp::McpFront::new(app.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
 }
 
 /// Serves until `shutdown` resolves, then closes the browser cleanly.

@@ -1,0 +1,139 @@
+//! The MCP front, driven by the official MCP Python SDK over stdio and streamable HTTP.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use common::{client, harness};
+use serde_json::Value;
+
+/// A venv with the MCP Python SDK, made once (pip from PyPI) and kept under target/.
+fn python() -> &'static PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv");
+        let python = venv.join("bin/python");
+        let ready = std::process::Command::new(&python)
+            .args(["-c", "import mcp"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ready {
+            let made = std::process::Command::new("python3")
+                .arg("-m")
+                .arg("venv")
+                .arg(&venv)
+                .status();
+            assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed");
+            let installed = std::process::Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "mcp>=1.9,<2"])
+                .status();
+            assert!(
+                installed.is_ok_and(|s| s.success()),
+                "pip install mcp failed"
+            );
+        }
+        python
+    })
+}
+
+/// Runs tests/mcp_client.py and returns its report.
+async fn drive(transport: &str, target: &str) -> Value {
+    let data = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let output = tokio::process::Command::new(python())
+        .arg(script)
+        .args([transport, target, &harness().page("spa.html")])
+        .env("WEBPILOT_DATA_DIR", data.path())
+        .env("TMPDIR", data.path())
+        .output()
+        .await
+        .expect("the MCP client runs");
+    assert!(
+        output.status.success(),
+        "MCP client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("a JSON report")
+}
+
+async fn rest_tools() -> Vec<Value> {
+    let text = client()
+        .get(format!("{}/api/tools", harness().api))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn check(report: &Value) {
+    assert_eq!(report["server"], "webpilot");
+    let tools = report["tools"].as_object().unwrap();
+    let rest = rest_tools().await;
+    assert_eq!(tools.len(), rest.len());
+    for definition in &rest {
+        let function = &definition["function"];
+        let name = function["name"].as_str().unwrap();
+        assert_eq!(tools[name]["parameters"], function["parameters"], "{name}");
+        assert_eq!(
+            tools[name]["description"], function["description"],
+            "{name}"
+        );
+    }
+    assert_eq!(report["navigate_error"], false, "{report:#}");
+    assert_eq!(report["click_error"], false, "{report:#}");
+    assert_eq!(report["cart_after_click"], true, "{report:#}");
+    assert_eq!(report["image_mime"], "image/png");
+    assert_eq!(report["image_is_png"], true);
+    assert!(
+        report["screenshot_text"]["legend"].is_array() || report["screenshot_text"].is_object()
+    );
+    assert_eq!(report["bad_error"], true);
+    assert_eq!(
+        report["bad"]["error"]["code"], "INVALID_ARGUMENT",
+        "{report:#}"
+    );
+    assert_eq!(
+        report["after_bad_error"], false,
+        "the connection stays usable"
+    );
+    assert!(
+        report["session"].as_str().unwrap().starts_with("mcp-"),
+        "{report:#}"
+    );
+}
+
+#[tokio::test]
+async fn stdio_serves_the_same_tools() {
+    let report = drive("stdio", env!("CARGO_BIN_EXE_webpilot")).await;
+    check(&report).await;
+}
+
+#[tokio::test]
+async fn streamable_http_serves_the_same_tools_and_isolates_clients() {
+    let endpoint = format!("{}/mcp", harness().api);
+    let (first, second) = tokio::join!(drive("http", &endpoint), drive("http", &endpoint));
+    check(&first).await;
+    check(&second).await;
+    assert_ne!(
+        first["session"], second["session"],
+        "each connection has its own session"
+    );
+}
+
+#[tokio::test]
+async fn foreign_host_headers_are_refused() {
+    let response = client()
+        .post(format!("{}/mcp", harness().api))
+        .header("host", "attacker.example")
+        .header("accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+}

@@ -1,0 +1,70 @@
+"""Drives webpilot over MCP with the official Python SDK (`mcp`), as an agent client would.
+
+  python tests/mcp_client.py stdio /path/to/webpilot SPA_URL
+  python tests/mcp_client.py http http://127.0.0.1:PORT/mcp SPA_URL
+
+Prints one JSON object with what it saw; tests/mcp.rs asserts on it.
+"""
+import asyncio
+import base64
+import json
+import os
+import re
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+
+def text_of(result):
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+async def scenario(session, spa_url):
+    report = {}
+    init = await session.initialize()
+    report["server"] = init.serverInfo.name
+    tools = await session.list_tools()
+    report["tools"] = {t.name: {"description": t.description, "parameters": t.inputSchema} for t in tools.tools}
+    nav = await session.call_tool("browser_navigate", {"target": spa_url})
+    report["navigate_error"] = nav.isError
+    report["navigate"] = json.loads(text_of(nav))
+    read = await session.call_tool("browser_read", {"mode": "elements", "max_tokens": 100000})
+    lines = json.loads(text_of(read))["content"].splitlines()
+    add = next(line for line in lines if "Add Item 07 to cart" in line)
+    ref = int(re.match(r"\[(\d+)\]", add).group(1))
+    click = await session.call_tool("browser_interact", {"action": "click", "ref": ref})
+    report["click_error"] = click.isError
+    text = await session.call_tool("browser_read", {"mode": "text", "max_tokens": 100000})
+    report["cart_after_click"] = "Cart: 1 item" in json.loads(text_of(text))["content"]
+    shot = await session.call_tool("browser_screenshot", {"annotate": True})
+    images = [c for c in shot.content if c.type == "image"]
+    report["image_mime"] = images[0].mimeType if images else None
+    report["image_is_png"] = bool(images) and base64.b64decode(images[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
+    report["screenshot_text"] = json.loads(text_of(shot))
+    bad = await session.call_tool("browser_read", {"mode": "sideways"})
+    report["bad_error"] = bad.isError
+    report["bad"] = json.loads(text_of(bad))
+    again = await session.call_tool("browser_tabs", {"action": "list"})
+    report["after_bad_error"] = again.isError
+    report["session"] = json.loads(text_of(again)).get("session")
+    return report
+
+
+async def main():
+    transport, target, spa_url = sys.argv[1], sys.argv[2], sys.argv[3]
+    if transport == "stdio":
+        params = StdioServerParameters(command=target, args=["mcp"], env=dict(os.environ))
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                report = await scenario(session, spa_url)
+    else:
+        async with streamablehttp_client(target) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                report = await scenario(session, spa_url)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
