@@ -27,6 +27,14 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as it appears on the wire (`STALE_REF`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     /// The HTTP status a REST front answers with for this code.
     pub fn http_status(self) -> u16 {
         match self {

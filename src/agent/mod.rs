@@ -395,7 +395,7 @@ impl Agent {
             ));
         }
         let text = call.arguments.trim();
-        let mut arguments: Value = if text.is_empty() {
+        let arguments: Value = if text.is_empty() {
             json!({})
         } else {
             serde_json::from_str(text).map_err(|e| {
@@ -406,12 +406,9 @@ impl Agent {
                 .with_hint("call the tool again with a JSON object as arguments")
             })?
         };
-        if let Value::Object(map) = &mut arguments
-            && self.registry.accepts(&call.name, "session")
-        {
-            map.entry("session").or_insert_with(|| json!(plan.session));
-        }
-        Ok(arguments)
+        Ok(self
+            .registry
+            .with_default_session(&call.name, arguments, &plan.session))
     }
 }
 
@@ -423,10 +420,7 @@ fn summarize(name: &str, arguments: &Value, result: &ToolResult<ToolOutput>) -> 
         .map(|s| format!(" {s:?}"))
         .unwrap_or_default();
     let outcome = match result {
-        Err(error) => format!(
-            "error {}",
-            error.to_json()["error"]["code"].as_str().unwrap_or("?")
-        ),
+        Err(error) => format!("error {}", error.code.name()),
         Ok(output) => {
             let json = &output.json;
             if let Some(results) = json["results"].as_array() {

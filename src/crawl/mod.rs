@@ -150,15 +150,14 @@ impl Crawler {
             });
         }
         while running.join_next().await.is_some() {}
-        let finished = self.store.finished(id)?;
-        let status = if finished.iter().all(|item| item.error.is_some()) {
+        let (finished, errors) = self.store.counts(id)?;
+        let status = if errors == finished {
             "failed"
         } else {
             "completed"
         };
         self.store.set_status(id, status)?;
-        let errors = finished.iter().filter(|i| i.error.is_some()).count();
-        self.announce(id, "done", json!({"task_id": id, "status": status, "progress": finished.len(), "total": task.total, "errors": errors}));
+        self.announce(id, "done", json!({"task_id": id, "status": status, "progress": finished, "total": task.total, "errors": errors}));
         Ok(())
     }
 

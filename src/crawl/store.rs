@@ -161,10 +161,16 @@ impl Store {
 
     /// How many items are finished.
     pub fn progress(&self, id: &str) -> DbResult<usize> {
+        self.counts(id).map(|(finished, _)| finished)
+    }
+
+    /// Finished and failed items, counted without reading their results.
+    pub fn counts(&self, id: &str) -> DbResult<(usize, usize)> {
         self.db().query_row(
-            "SELECT COUNT(*) FROM items WHERE task_id = ?1 AND state != 'pending'",
+            "SELECT COUNT(*), COALESCE(SUM(state = 'failed'), 0) FROM items
+             WHERE task_id = ?1 AND state != 'pending'",
             params![id],
-            |row| count(row, 0),
+            |row| Ok((count(row, 0)?, count(row, 1)?)),
         )
     }
 

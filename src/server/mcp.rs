@@ -14,7 +14,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::app::App;
 
@@ -61,13 +61,12 @@ impl McpFront {
     }
 
     async fn call(&self, name: &str, arguments: Option<Map<String, Value>>) -> CallToolResult {
-        let mut arguments = arguments.unwrap_or_default();
-        if self.app.registry.accepts(name, "session") {
-            arguments
-                .entry("session")
-                .or_insert_with(|| json!(self.session.as_ref()));
-        }
-        match self.app.registry.call(name, Value::Object(arguments)).await {
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        let arguments = self
+            .app
+            .registry
+            .with_default_session(name, arguments, &self.session);
+        match self.app.registry.call(name, arguments).await {
             Ok(output) => {
                 let mut content = vec![ContentBlock::text(output.json.to_string())];
                 content.extend(output.images.iter().map(|image| {

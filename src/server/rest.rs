@@ -85,7 +85,10 @@ async fn call_tool(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let args = match parse_body(body) {
-        Ok(args) => with_session_header(args, &headers, app.registry.accepts(&name, "session")),
+        Ok(args) => match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+            Some(session) => app.registry.with_default_session(&name, args, session),
+            None => args,
+        },
         Err(error) => return error_response(&error),
     };
     match app.registry.call(&name, args).await {
@@ -132,15 +135,6 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
         ToolError::invalid(format!("the body is not valid JSON: {e}"))
             .with_hint("send the tool's arguments as a JSON object, e.g. {\"target\": \"https://example.com\"}")
     })
-}
-
-/// Fills `session` from the `X-Webpilot-Session` header when the arguments leave it out.
-fn with_session_header(mut args: Value, headers: &HeaderMap, accepts_session: bool) -> Value {
-    let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
-    if let (true, Some(session), Value::Object(map)) = (accepts_session, header, &mut args) {
-        map.entry("session").or_insert_with(|| json!(session));
-    }
-    args
 }
 
 /// The tool error shape with the HTTP status its code maps to.

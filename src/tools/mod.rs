@@ -208,6 +208,17 @@ impl Registry {
             .join("\n\n")
     }
 
+    /// Fills `session` when tool `name` takes one and `args` does not name it: how each front
+    /// (REST header, chat request, MCP connection) supplies its default session.
+    pub fn with_default_session(&self, name: &str, mut args: Value, session: &str) -> Value {
+        if let Value::Object(map) = &mut args
+            && self.accepts(name, "session")
+        {
+            map.entry("session").or_insert_with(|| json!(session));
+        }
+        args
+    }
+
     /// Whether tool `name` takes an argument called `field`.
     pub fn accepts(&self, name: &str, field: &str) -> bool {
         self.definitions
@@ -248,10 +259,7 @@ impl Registry {
             }
             Err(e) => {
                 tracing::info!(tool = name, elapsed_ms, code = ?e.code, "tool call failed");
-                e.to_json()["error"]["code"]
-                    .as_str()
-                    .unwrap_or("INTERNAL")
-                    .to_string()
+                e.code.name()
             }
         };
         self.metrics.record(name, &outcome, elapsed.as_secs_f64());

@@ -71,7 +71,7 @@ pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) ->
         }
         ExtractKind::Links => outline::links(html, base),
         ExtractKind::Images => outline::images(html, base),
-        ExtractKind::Structured => outline::structured(html, base),
+        ExtractKind::Structured => outline::structured(html),
     }
 }
 

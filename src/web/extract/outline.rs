@@ -52,17 +52,8 @@ pub fn full_page(html: &str, base: &Url) -> FullPage {
 
 /// Every link as `- [text](absolute url)`, once per URL, in page order.
 pub fn links(html: &str, base: &Url) -> Extracted {
-    let doc = Document::from(html);
-    let base = document_base(&doc, base);
-    let mut seen = HashSet::new();
-    let mut lines = Vec::new();
-    for link in doc.select("a[href]").iter() {
-        let Some(url) = resolve(&base, &link.attr("href").unwrap_or_default()) else {
-            continue;
-        };
-        if !seen.insert(url.clone()) {
-            continue;
-        }
+    url_listing(html, base, "a[href]", |link, base| {
+        let url = resolve(base, &link.attr("href").unwrap_or_default())?;
         let text = normalize_whitespace(&link.text());
         let text = if text.is_empty() {
             link.attr("title")
@@ -72,33 +63,40 @@ pub fn links(html: &str, base: &Url) -> Extracted {
         } else {
             text
         };
-        lines.push(format!("- [{}]({url})", escape_brackets(&text)));
-    }
-    Extracted {
-        title: page_title(&doc),
-        content: lines.join("\n"),
-        ..Extracted::default()
-    }
+        Some((format!("- [{}]({url})", escape_brackets(&text)), url))
+    })
 }
 
 /// Every image as `![alt](absolute src)`, once per source, in page order.
 pub fn images(html: &str, base: &Url) -> Extracted {
-    let doc = Document::from(html);
-    let base = document_base(&doc, base);
-    let mut seen = HashSet::new();
-    let mut lines = Vec::new();
-    for image in doc.select("img").iter() {
+    url_listing(html, base, "img", |image, base| {
         let src = ["src", "data-src", "data-original"]
             .iter()
             .filter_map(|name| image.attr(name))
-            .find_map(|src| resolve(&base, &src));
-        let Some(src) = src else { continue };
-        if !seen.insert(src.clone()) {
-            continue;
-        }
+            .find_map(|src| resolve(base, &src))?;
         let alt = normalize_whitespace(&image.attr("alt").unwrap_or_default());
-        lines.push(format!("![{}]({src})", escape_brackets(&alt)));
-    }
+        Some((format!("![{}]({src})", escape_brackets(&alt)), src))
+    })
+}
+
+/// One line per distinct URL among the elements `selector` matches; `line` gives an element's
+/// line and URL (None skips it).
+fn url_listing(
+    html: &str,
+    base: &Url,
+    selector: &str,
+    line: impl Fn(&Selection, &Url) -> Option<(String, String)>,
+) -> Extracted {
+    let doc = Document::from(html);
+    let base = document_base(&doc, base);
+    let mut seen = HashSet::new();
+    let lines: Vec<String> = doc
+        .select(selector)
+        .iter()
+        .filter_map(|element| line(&element, &base))
+        .filter(|(_, url)| seen.insert(url.clone()))
+        .map(|(line, _)| line)
+        .collect();
     Extracted {
         title: page_title(&doc),
         content: lines.join("\n"),
@@ -107,7 +105,7 @@ pub fn images(html: &str, base: &Url) -> Extracted {
 }
 
 /// Meta tags and headings as data; the paragraphs, one per block, as the content.
-pub fn structured(html: &str, _base: &Url) -> Extracted {
+pub fn structured(html: &str) -> Extracted {
     let doc = Document::from(html);
     let mut outline = Structured::default();
     for meta in doc.select("meta[content]").iter() {
@@ -161,7 +159,7 @@ fn has_block_child(block: &Selection) -> bool {
 }
 
 /// The `<title>`, else the first `<h1>`.
-pub fn page_title(doc: &Document) -> String {
+fn page_title(doc: &Document) -> String {
     let title = normalize_whitespace(&doc.select("head title").text());
     if !title.is_empty() {
         return title;
@@ -188,7 +186,7 @@ fn resolve(base: &Url, href: &str) -> Option<String> {
 }
 
 /// Rewrites `a[href]` and `img[src]` to absolute URLs so Markdown links work out of context.
-pub fn absolutize(doc: &Document, base: &Url) {
+fn absolutize(doc: &Document, base: &Url) {
     for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
         for node in doc.select(selector).iter() {
             let value = node.attr(attr).unwrap_or_default();
