@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// Machine-readable error codes of the tool contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     InvalidArgument,
@@ -27,6 +27,26 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for the API description's list of error statuses.
+    pub const ALL: [ErrorCode; 16] = [
+        ErrorCode::InvalidArgument,
+        ErrorCode::StaleRef,
+        ErrorCode::NoSuchRef,
+        ErrorCode::NoSuchTab,
+        ErrorCode::NoSuchProfile,
+        ErrorCode::NoSuchTool,
+        ErrorCode::NoSuchTask,
+        ErrorCode::Timeout,
+        ErrorCode::NavigationFailed,
+        ErrorCode::BlockedUrl,
+        ErrorCode::BrowserUnavailable,
+        ErrorCode::Upstream,
+        ErrorCode::Limit,
+        ErrorCode::NotConfigured,
+        ErrorCode::Unauthorized,
+        ErrorCode::Internal,
+    ];
+
     /// The code as it appears on the wire (`STALE_REF`).
     pub fn name(self) -> String {
         serde_json::to_value(self)
@@ -87,11 +107,13 @@ impl ErrorCode {
 }
 
 /// A tool failure as an agent sees it.
-#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, Serialize, thiserror::Error, utoipa::ToSchema)]
 #[error("{code:?}: {message}")]
 pub struct ToolError {
     pub code: ErrorCode,
+    /// What went wrong, naming the offending argument when there is one.
     pub message: String,
+    /// How an agent recovers.
     pub hint: String,
 }
 
@@ -119,8 +141,17 @@ impl ToolError {
 
     /// The error as the JSON body every front returns.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ "error": self })
+        serde_json::to_value(ErrorBody {
+            error: self.clone(),
+        })
+        .unwrap_or_default()
     }
+}
+
+/// The body of every error response.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ToolError,
 }
 
 pub type ToolResult<T> = Result<T, ToolError>;

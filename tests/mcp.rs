@@ -3,39 +3,10 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
+use common::python::python;
 use common::{client, harness};
 use serde_json::Value;
-
-/// A venv with the MCP Python SDK, made once (pip from PyPI) and kept under target/.
-fn python() -> &'static PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv");
-        let python = venv.join("bin/python");
-        let ready = std::process::Command::new(&python)
-            .args(["-c", "import mcp"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ready {
-            let made = std::process::Command::new("python3")
-                .arg("-m")
-                .arg("venv")
-                .arg(&venv)
-                .status();
-            assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed");
-            let installed = std::process::Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "mcp>=1.9,<2"])
-                .status();
-            assert!(
-                installed.is_ok_and(|s| s.success()),
-                "pip install mcp failed"
-            );
-        }
-        python
-    })
-}
 
 /// Runs tests/mcp_client.py and returns its report.
 async fn drive(transport: &str, target: &str) -> Value {

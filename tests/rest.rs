@@ -72,9 +72,10 @@ async fn tool_list_is_valid_openai_function_definitions_and_small() {
 
 #[tokio::test]
 async fn bad_bodies_get_4xx_with_the_error_shape() {
-    let cases: [(&str, &str, u16, &str); 6] = [
+    let cases: [(&str, &str, u16, &str); 7] = [
         ("/api/tools/browser_navigate", "{not json", 400, "JSON"),
         ("/api/tools/browser_navigate", "[1,2]", 400, "object"),
+        ("/api/tools/browser_tabs", "null", 400, "not null"),
         (
             "/api/tools/browser_navigate",
             r#"{"target": 42}"#,
@@ -116,6 +117,12 @@ async fn bad_bodies_get_4xx_with_the_error_shape() {
     assert_eq!(response.status(), 405);
     let json: Value = response.json().await.unwrap();
     assert_eq!(json["error"]["code"], "INVALID_ARGUMENT");
+    let (status, json) = post_raw(
+        "/api/tools/browser_read",
+        r#"{"max_tokens": 18446744073709551615}"#,
+    )
+    .await;
+    assert!(status < 500, "the largest budget is no crash: {json:#}");
 }
 
 #[tokio::test]
@@ -152,6 +159,23 @@ async fn a_token_is_required_when_configured() {
         .await
         .unwrap();
     assert_eq!(right.status(), 200);
+    let description: Value = client()
+        .get(format!("{}/api/openapi.json", secured.api))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        description["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let list = &description["paths"]["/api/tools"]["get"];
+    assert_eq!(list["security"][0]["bearer"], serde_json::json!([]));
+    assert!(list["responses"]["401"].is_object(), "{list:#}");
+    assert!(description["paths"]["/healthz"]["get"]["security"].is_null());
     let health = client()
         .get(format!("{}/healthz", secured.api))
         .send()

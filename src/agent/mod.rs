@@ -26,14 +26,18 @@ const SYSTEM_PREAMBLE: &str = "You are a web agent. Use the tools to search, ope
 web pages; answer from what the tools return, and say so when they fail.";
 
 /// `POST /api/chat`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
-    /// The conversation, OpenAI chat format.
+    /// The conversation, OpenAI chat format: objects with a `role` and a `content`.
+    #[schema(value_type = Vec<Object>, min_items = 1)]
     pub messages: Vec<Value>,
+    /// Overrides the configured model.
     pub model: Option<String>,
     /// Tool names the model may use (default: all).
     pub tools: Option<Vec<String>>,
+    /// Model turns at most (default 8).
+    #[schema(minimum = 1, maximum = 50)]
     pub max_iterations: Option<usize>,
     /// Server-sent events (default) or one JSON answer.
     pub stream: Option<bool>,

@@ -18,12 +18,22 @@ use tokio::sync::mpsc;
 use super::rest::error_response;
 use crate::agent::{AgentEvent, ChatRequest};
 use crate::app::App;
-use crate::error::ToolError;
+use crate::error::{ErrorBody, ToolError};
 
 pub(super) fn routes(app: App) -> Router {
     Router::new().route("/api/chat", post(chat)).with_state(app)
 }
 
+/// Runs the agent loop on a conversation.
+#[utoipa::path(post, path = "/api/chat", tag = "agent", request_body = ChatRequest,
+    responses(
+        (status = 200, description = "Server-sent events (`message`, `thinking`, `tool_call`, \
+            `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
+            content((String = "text/event-stream"), (Object = "application/json"))),
+        (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
+        (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
+        (status = 502, description = "The model failed (`stream: false`).", body = Object),
+    ))]
 async fn chat(State(app): State<App>, body: Result<Json<ChatRequest>, JsonRejection>) -> Response {
     let request = match body {
         Ok(Json(request)) => request,

@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -14,10 +15,11 @@ use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
+use utoipa::IntoParams;
 
 use super::rest::error_response;
 use crate::app::App;
-use crate::error::ToolError;
+use crate::error::{ErrorBody, ToolError};
 
 /// Default and largest `limit` of the task list.
 const LIST_LIMIT: (usize, usize) = (50, 1000);
@@ -37,6 +39,14 @@ fn respond(result: Result<Value, ToolError>) -> Response {
     }
 }
 
+/// Starts a crawl task (the arguments of crawl_batch).
+#[utoipa::path(post, path = "/api/crawler/tasks", tag = "crawler",
+    request_body(content = Object, description = "The arguments of crawl_batch."),
+    responses(
+        (status = 200, description = "The new task: `task_id`, `status`, `total`.", body = Object),
+        (status = 400, description = "INVALID_ARGUMENT or BLOCKED_URL", body = ErrorBody),
+        (status = 429, description = "LIMIT", body = ErrorBody),
+    ))]
 async fn create(State(app): State<App>, body: Bytes) -> Response {
     let args = match serde_json::from_slice::<Value>(&body) {
         Ok(args) => args,
@@ -54,21 +64,55 @@ async fn create(State(app): State<App>, body: Bytes) -> Response {
     )
 }
 
+/// A task's progress and results (crawl_status).
+#[utoipa::path(get, path = "/api/crawler/tasks/{id}", tag = "crawler",
+    params(("id" = String, Path, description = "The task_id crawl_batch returned.")),
+    responses(
+        (status = 200, description = "Status, counts and results.", body = Object),
+        (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
+    ))]
 async fn status(State(app): State<App>, Path(id): Path<String>) -> Response {
     respond(app.crawler.status(&id))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only tasks in this state (pending, running, completed, failed).
     status: Option<String>,
+    /// At most this many, newest first (default 50, at most 1000).
     limit: Option<usize>,
 }
 
-async fn list(State(app): State<App>, Query(query): Query<ListQuery>) -> Response {
+/// Recent tasks.
+#[utoipa::path(get, path = "/api/crawler/tasks", tag = "crawler", params(ListQuery),
+    responses(
+        (status = 200, description = "Task summaries.", body = Object),
+        (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
+    ))]
+async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => {
+            return error_response(&ToolError::invalid(format!(
+                "bad query: {}",
+                rejection.body_text()
+            )));
+        }
+    };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
     respond(app.crawler.list(query.status.as_deref(), limit))
 }
 
+/// Progress as server-sent events: `status` (or `done` at once for a finished task), a
+/// `progress` per finished URL, then `done`.
+#[utoipa::path(get, path = "/api/crawler/tasks/{id}/events", tag = "crawler",
+    params(("id" = String, Path, description = "The task_id crawl_batch returned.")),
+    responses(
+        (status = 200, description = "Server-sent events.", body = String,
+            content_type = "text/event-stream"),
+        (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
+    ))]
 async fn events(State(app): State<App>, Path(id): Path<String>) -> Response {
     let (summary, receiver) = match app.crawler.subscribe(&id) {
         Ok(subscription) => subscription,

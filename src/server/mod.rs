@@ -1,10 +1,11 @@
 //! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, MCP
-//! (`/mcp`), metrics, health, bearer auth, graceful shutdown.
+//! (`/mcp`), metrics, health, the OpenAPI description, bearer auth, graceful shutdown.
 
 mod auth;
 mod chat;
 mod crawler;
 pub mod mcp;
+mod openapi;
 mod rest;
 
 use std::net::SocketAddr;
@@ -15,7 +16,10 @@ use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use tower_http::catch_panic::CatchPanicLayer;
+
 use crate::app::App;
+use crate::error::ToolError;
 
 /// How long in-flight requests may run after a shutdown signal before the browser is closed.
 const SHUTDOWN_GRACE_SECS: u64 = 10;
@@ -32,6 +36,18 @@ pub fn router(app: App) -> Router {
             token.map(std::sync::Arc::new),
             auth::require_token,
         ))
+        .layer(CatchPanicLayer::custom(panic_response))
+}
+
+/// A bug must still answer in the error shape rather than drop the connection.
+fn panic_response(panic: Box<dyn std::any::Any + Send>) -> axum::response::Response {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(panic = what, "a request handler panicked");
+    rest::error_response(&ToolError::internal(format!("webpilot failed: {what}")))
 }
 
 /// Streamable HTTP MCP: a handler (so a browser session) per MCP session; Host headers are
@@ -95,4 +111,26 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = interrupt.await;
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_answers_internal_in_the_error_shape() {
+        let response = panic_response(Box::new("index out of bounds"));
+        assert_eq!(response.status(), 500);
+        let body = axum::body::to_bytes(response.into_body(), 10_000)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "INTERNAL");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("index out of bounds")
+        );
+    }
 }

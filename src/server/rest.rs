@@ -1,9 +1,8 @@
 //! REST: `GET /api/tools` (OpenAI function definitions), `GET /api/tools/prompt` (usage guides),
 //! `POST /api/tools/{name}` (run a tool with the JSON body as arguments), `GET /healthz`,
-//! `GET /metrics` (Prometheus text).
+//! `GET /metrics` (Prometheus text), `GET /api/openapi.json` (the API description).
 //! Every error has the tool error shape.
 
-use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,6 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -22,17 +22,25 @@ use crate::tools::ToolOutput;
 pub const SESSION_HEADER: &str = "x-webpilot-session";
 
 pub(super) fn routes(app: App) -> Router {
+    let description = Bytes::from(
+        super::openapi::document(&app.registry, app.config.token.is_some()).to_string(),
+    );
     Router::new()
         .route("/healthz", get(health))
         .route("/api/tools", get(list_tools))
         .route("/api/tools/prompt", get(tool_prompt))
         .route("/api/tools/{name}", post(call_tool))
+        .route("/api/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(Extension(description))
         .with_state(app)
 }
 
+/// Liveness, the browser's generation and pid, live sessions.
+#[utoipa::path(get, path = "/healthz", tag = "service",
+    responses((status = 200, description = "The service is up.", body = Object)))]
 async fn health(State(app): State<App>) -> Json<Value> {
     let browser = app.browser.pool.existing().await;
     Json(json!({
@@ -42,16 +50,31 @@ async fn health(State(app): State<App>) -> Json<Value> {
     }))
 }
 
+/// The tools as OpenAI function definitions.
+#[utoipa::path(get, path = "/api/tools", tag = "tools",
+    responses((status = 200, description = "OpenAI function definitions.", body = Vec<Object>)))]
 async fn list_tools(State(app): State<App>) -> Json<Value> {
     Json(app.registry.definitions().clone())
 }
 
 /// The tools' usage guides, ready to use as (part of) an agent's system prompt.
+#[utoipa::path(get, path = "/api/tools/prompt", tag = "tools",
+    responses((status = 200, description = "Usage guides.", body = String, content_type = "text/plain")))]
 async fn tool_prompt(State(app): State<App>) -> String {
     app.registry.prompt()
 }
 
+/// This description.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "service",
+    responses((status = 200, description = "OpenAPI 3.1 description.", body = Object)))]
+async fn openapi(Extension(description): Extension<Bytes>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], description).into_response()
+}
+
 /// Prometheus text: tool calls and latencies, live sessions, browser restarts.
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format 0.0.4.", body = String,
+        content_type = "text/plain")))]
 async fn metrics(State(app): State<App>) -> Response {
     let gauges = [
         Gauge {
@@ -131,10 +154,30 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(&body).map_err(|e| {
-        ToolError::invalid(format!("the body is not valid JSON: {e}"))
-            .with_hint("send the tool's arguments as a JSON object, e.g. {\"target\": \"https://example.com\"}")
-    })
+    let hint =
+        "send the tool's arguments as a JSON object, e.g. {\"target\": \"https://example.com\"}";
+    match serde_json::from_slice(&body) {
+        Ok(Value::Object(arguments)) => Ok(Value::Object(arguments)),
+        Ok(other) => Err(ToolError::invalid(format!(
+            "the body must be a JSON object of arguments, not {}",
+            json_kind(&other)
+        ))
+        .with_hint(hint)),
+        Err(e) => {
+            Err(ToolError::invalid(format!("the body is not valid JSON: {e}")).with_hint(hint))
+        }
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The tool error shape with the HTTP status its code maps to.

@@ -75,6 +75,8 @@ pub trait Tool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// A few sentences on when and how to use the tool, for an agent's system prompt.
     const GUIDE: &'static str;
+    /// Whether a REST client may ask for the result as an image (`Accept: image/…`).
+    const RETURNS_IMAGE: bool = false;
 
     async fn run(&self, ctx: &Ctx, args: Self::Args) -> ToolResult<ToolOutput>;
 }
@@ -85,6 +87,7 @@ trait DynTool: Send + Sync {
     fn name(&self) -> &'static str;
     fn definition(&self) -> Value;
     fn guide(&self) -> &'static str;
+    fn api_description(&self) -> ApiDescription;
     async fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<ToolOutput>;
 }
 
@@ -107,6 +110,15 @@ impl<T: Tool> DynTool for T {
 
     fn guide(&self) -> &'static str {
         T::GUIDE
+    }
+
+    fn api_description(&self) -> ApiDescription {
+        ApiDescription {
+            name: T::NAME,
+            description: T::DESCRIPTION,
+            arguments: schema::full::<T::Args>(),
+            returns_image: T::RETURNS_IMAGE,
+        }
     }
 
     async fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<ToolOutput> {
@@ -137,6 +149,15 @@ fn parse_args<A: DeserializeOwned>(tool: &str, args: Value) -> ToolResult<A> {
         ToolError::invalid(message)
             .with_hint(format!("GET /api/tools shows the parameters of {tool}"))
     })
+}
+
+/// What the REST API description says of a tool.
+pub struct ApiDescription {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The complete JSON Schema (2020-12) of the arguments, bounds and formats included.
+    pub arguments: Value,
+    pub returns_image: bool,
 }
 
 /// All tools, by name, in a stable order.
@@ -197,6 +218,11 @@ impl Registry {
     /// The tool list as OpenAI function definitions.
     pub fn definitions(&self) -> &Value {
         &self.definitions
+    }
+
+    /// Every tool as the REST API description documents it.
+    pub fn api_descriptions(&self) -> Vec<ApiDescription> {
+        self.tools.iter().map(|t| t.api_description()).collect()
     }
 
     /// The usage guides of all tools, one paragraph each.

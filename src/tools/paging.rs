@@ -22,7 +22,7 @@ pub struct Slice {
 /// Cursors look like `L42` (the index of the next line).
 pub fn slice_lines(lines: &[String], max_tokens: usize, cursor: Option<&str>) -> ToolResult<Slice> {
     let start = parse_cursor(cursor, 'L', lines.len())?;
-    let budget = max_tokens.max(1) * CHARS_PER_TOKEN;
+    let budget = budget_chars(max_tokens);
     let mut used = 0;
     let mut end = start;
     while end < lines.len() {
@@ -46,7 +46,7 @@ pub fn slice_lines(lines: &[String], max_tokens: usize, cursor: Option<&str>) ->
 pub fn slice_text(text: &str, max_tokens: usize, cursor: Option<&str>) -> ToolResult<Slice> {
     let total = text.chars().count();
     let start = parse_cursor(cursor, 'C', total)?;
-    let budget = max_tokens.max(1) * CHARS_PER_TOKEN;
+    let budget = budget_chars(max_tokens);
     let rest: Vec<char> = text.chars().skip(start).collect();
     if rest.len() <= budget {
         return Ok(Slice {
@@ -66,6 +66,11 @@ pub fn slice_text(text: &str, max_tokens: usize, cursor: Option<&str>) -> ToolRe
         truncated: true,
         next_cursor: Some(format!("C{}", start + cut)),
     })
+}
+
+/// The budget in characters; any `max_tokens` a client sends is valid, however large.
+fn budget_chars(max_tokens: usize) -> usize {
+    max_tokens.max(1).saturating_mul(CHARS_PER_TOKEN)
 }
 
 fn last_index_of(window: &[char], needle: char, floor: usize) -> Option<usize> {
@@ -100,6 +105,18 @@ fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_budget_returns_everything() {
+        let lines: Vec<String> = (0..3).map(|i| format!("line {i}")).collect();
+        let all = slice_lines(&lines, usize::MAX, None).unwrap();
+        assert_eq!((all.content.lines().count(), all.truncated), (3, false));
+        let text = slice_text("some text", usize::MAX, None).unwrap();
+        assert_eq!(
+            (text.content.as_str(), text.truncated),
+            ("some text", false)
+        );
+    }
 
     #[test]
     fn lines_are_returned_exactly_once_across_slices() {

@@ -7,11 +7,20 @@ use serde_json::Value;
 
 /// The `parameters` object of an OpenAI function definition for `A`.
 pub(super) fn parameters<A: JsonSchema>() -> Value {
+    let mut schema = full::<A>();
+    trim(&mut schema);
+    schema
+}
+
+/// The complete schema of `A`, subschemas inlined, as the API description publishes it.
+pub(super) fn full<A: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .into_generator();
     let mut schema = generator.into_root_schema_for::<A>().to_value();
-    trim(&mut schema);
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+    }
     schema
 }
 

@@ -52,6 +52,7 @@ pub struct Screenshot;
 impl Tool for Screenshot {
     type Args = ScreenshotArgs;
     const NAME: &'static str = "browser_screenshot";
+    const RETURNS_IMAGE: bool = true;
     const GUIDE: &'static str = GUIDE;
     const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers the interactive elements with their refs.";
 

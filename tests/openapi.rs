@@ -1,0 +1,159 @@
+//! The OpenAPI description at `/api/openapi.json`: it covers every route and tool, and
+//! schemathesis, generating requests from it against the running service, finds no 5xx and no
+//! response that contradicts it.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use common::python::python;
+use common::web_fixtures::config;
+use common::{Harness, client, start_with};
+use serde_json::Value;
+
+fn service() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(|| start_with(config))
+}
+
+async fn description() -> Value {
+    let response = client()
+        .get(format!("{}/api/openapi.json", service().api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn describes_every_route_and_every_tool_with_its_argument_schema() {
+    let description = description().await;
+    assert_eq!(description["openapi"], "3.1.0");
+    let paths = description["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/healthz", "get"),
+        ("/api/tools", "get"),
+        ("/api/tools/prompt", "get"),
+        ("/api/openapi.json", "get"),
+        ("/metrics", "get"),
+        ("/api/chat", "post"),
+        ("/api/crawler/tasks", "post"),
+        ("/api/crawler/tasks", "get"),
+        ("/api/crawler/tasks/{id}", "get"),
+        ("/api/crawler/tasks/{id}/events", "get"),
+    ] {
+        assert!(paths[path][method].is_object(), "{method} {path} missing");
+    }
+    let tools: Vec<Value> = client()
+        .get(format!("{}/api/tools", service().api))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let schemas = &description["components"]["schemas"];
+    for tool in &tools {
+        let name = tool["function"]["name"].as_str().unwrap();
+        let operation = &paths[&format!("/api/tools/{name}")]["post"];
+        assert_eq!(operation["operationId"], name);
+        let reference = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let arguments = &schemas[reference.trim_start_matches("#/components/schemas/")];
+        let described: Vec<&String> = arguments["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        let listed: Vec<&String> = tool["function"]["parameters"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(
+            described, listed,
+            "{name}: the same arguments as GET /api/tools"
+        );
+        assert_eq!(
+            arguments["required"], tool["function"]["parameters"]["required"],
+            "{name}"
+        );
+        let responses = operation["responses"].as_object().unwrap();
+        for status in ["200", "400", "404", "502", "504"] {
+            assert!(
+                responses.contains_key(status),
+                "{name}: {status} undocumented"
+            );
+        }
+    }
+    let screenshot = &paths["/api/tools/browser_screenshot"]["post"]["responses"]["200"]["content"];
+    assert!(screenshot["image/png"].is_object(), "{screenshot:#}");
+    assert_eq!(
+        schemas["ErrorBody"]["properties"]["error"]["$ref"],
+        "#/components/schemas/ToolError"
+    );
+}
+
+/// Bounded: a fixed seed, a few examples per operation and the phases that need no state.
+#[tokio::test]
+async fn schemathesis_finds_no_server_error_and_no_response_off_the_description() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let reports = tempfile::tempdir().unwrap();
+    let schemathesis = python().with_file_name("schemathesis");
+    let output = tokio::process::Command::new(schemathesis)
+        .arg("run")
+        .arg(format!("{}/api/openapi.json", service().api))
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,\
+             response_schema_conformance,negative_data_rejection",
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--max-examples",
+            "6",
+            "--seed",
+            "20261130",
+            "--workers",
+            "1",
+            "--request-timeout",
+            "60",
+            "--generation-database",
+            "none",
+            "--no-color",
+            "--report-dir",
+        ])
+        .arg(reports.path())
+        .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
+        .env("PYTHONPATH", root.join("tests"))
+        .env("WEBPILOT_FIXTURES", &service().fixtures)
+        .current_dir(reports.path())
+        .output()
+        .await
+        .expect("schemathesis runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "schemathesis found problems:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (generated, passed) = case_counts(&stdout);
+    assert!(generated >= 500, "too few cases to mean much:\n{stdout}");
+    assert_eq!(generated, passed, "{stdout}");
+}
+
+/// `(generated, passed)` from the summary line "N generated, M passed".
+fn case_counts(summary: &str) -> (usize, usize) {
+    let line = summary
+        .lines()
+        .find(|l| l.contains(" generated, "))
+        .unwrap_or_else(|| panic!("no case counts in:\n{summary}"));
+    let numbers: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
