@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Side-by-side Markdown report of a webpilot bench run against the peer (Playwright MCP) run.
 
-  python3 bench/compare.py --peer /tmp/peer.json --webpilot /tmp/webpilot.json
+  python3 bench/compare.py --peer /tmp/peer.json --webpilot /tmp/webpilot.json \
+      [--webpilot-mcp /tmp/webpilot-mcp.json]
 
-Inputs are the `--out` JSON files of bench_playwright_mcp.py and bench/webpilot_driver.py.
+Inputs are the `--out` JSON files of bench_playwright_mcp.py and bench/webpilot_driver.py (REST,
+and optionally `--transport mcp`: then the same targets are checked over MCP stdio too, the way
+the peer itself is driven, with the per-call cost of MCP over REST).
 Stdlib only. Exit status 0 (targets are reported, not enforced) unless --strict is given, then
 1 when a target with data is missed.
 """
@@ -64,10 +67,39 @@ def med(res, section, key):
     return st["median"] if st else None
 
 
+def mcp_section(p, mcp, rest, peer, missed, run_line):
+    """The targeted operations again, webpilot driven over MCP stdio by the same SDK client as
+    the peer; MCP − REST is what the MCP front adds per call."""
+    p("## Over MCP stdio (the peer's transport and client)")
+    p("")
+    p(f"- {run_line(mcp)}")
+    p("")
+    p("| operation | webpilot MCP | webpilot REST | MCP − REST | peer | MCP ratio | target | status |")
+    p("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for k, (peer_key, factor, label) in OP_TARGETS.items():
+        m, r, pst = mcp["ops_ms"].get(k), rest["ops_ms"].get(k), peer["ops_ms"].get(peer_key)
+        if m is None:
+            p(f"| `{k}` | n/a | | | | | {label} | n/a |")
+            continue
+        q = ratio(m["median"], pst["median"] if pst else None)
+        ok = None if q is None else q <= factor
+        if ok is False:
+            missed.append(f"MCP {k}: {q:.2f}x {label}")
+        extra = f"{m['median'] - r['median']:+.1f}" if r else "n/a"
+        p(f"| `{k}` | {fmt_ms(m)} | {r['median']:.1f} | {extra} | "
+          f"{pst['median']:.1f} ({peer_key}) | {fmt_ratio(q)} | {label} | {verdict(ok)} |" if pst and r else
+          f"| `{k}` | {fmt_ms(m)} | n/a | {extra} | n/a | | {label} | n/a |")
+    session = (mcp["startup"].get("session_ms"), peer["startup"].get("session_ms"))
+    p(f"| session start (spawn + initialize) | {session[0]} | | | {session[1]} | "
+      f"{fmt_ratio(ratio(*session))} | | |")
+    p("")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peer", required=True)
     ap.add_argument("--webpilot", required=True)
+    ap.add_argument("--webpilot-mcp", help="webpilot_driver.py --transport mcp results")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a target with data is missed")
     a = ap.parse_args()
     peer, wp = load(a.peer), load(a.webpilot)
@@ -136,6 +168,9 @@ def main():
       "browser_navigate + polling browser_read mode=text. `webpilot_navigate_only` is browser_navigate alone (its "
       "result must already list \"Add Item 50 to cart\"), `webpilot_navigate_wait_for` passes wait_for to browser_navigate.")
     p("")
+
+    if a.webpilot_mcp:
+        mcp_section(p, load(a.webpilot_mcp), wp, peer, missed, run_line)
 
     # -- sizes -------------------------------------------------------------------
     p("## Sizes (chars the agent reads; ~tokens = chars/4)")

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""Benchmark webpilot over its REST API with the same fixtures and operations as the peer
-(Playwright MCP): the operations, fixture server, timing, memory and report all come from the
-peer's tool-neutral `bench_common.py`, which is imported from the shared checkout, not copied.
+"""Benchmark webpilot over its REST API, or over MCP stdio (`--transport mcp`), with the same
+fixtures and operations as the peer (Playwright MCP): the operations, fixture server, timing,
+memory and report all come from the peer's tool-neutral `bench_common.py`, which is imported from
+the shared checkout, not copied.
 
   /tmp/peer-venv/bin/python bench/webpilot_driver.py -n 10 --bin target/release/webpilot \
       --out /tmp/webpilot-results.json
+  /tmp/peer-venv/bin/python bench/webpilot_driver.py -n 10 --transport mcp --out /tmp/webpilot-mcp.json
+
+Over MCP the driver is the peer's own: the official MCP Python SDK's ClientSession on
+`webpilot mcp` (stdio), so both servers are timed through the same client.
 
 `WEBPILOT_PEER_DIR` points at the peer bench (default: <repo>/../shared/bench/peer). Needs psutil
-(the peer's venv has it). Stdlib HTTP only (one keep-alive connection, like the peer's one stdio pipe).
+(the peer's venv has it, and the MCP SDK). REST is stdlib HTTP (one keep-alive connection, like the
+peer's one stdio pipe).
 
 Differences from the peer driver, all recorded in the JSON (`describe`, `not_implemented`):
 - click/type are browser_interact action=click/type by the integer ref of the element list
@@ -15,7 +21,7 @@ Differences from the peer driver, all recorded in the JSON (`describe`, `not_imp
   multi-field form tool), timed as a whole. Interact waits only while the page is busy, so the login
   click returns with navigated=true once /account is ready.
 - screenshot is browser_screenshot with body {} and Accept: image/png (raw PNG body; image bytes
-  recorded like the peer's), used only when GET /api/tools lists it.
+  recorded like the peer's); over MCP, the decoded image content.
 - Tools webpilot does not have yet (screenshot while unlisted, cookies) raise
   NotImplementedError; the operation they are part of stops there and its remaining rows are
   reported as n/a instead of failing the repetition.
@@ -31,6 +37,7 @@ Differences from the peer driver, all recorded in the JSON (`describe`, `not_imp
 from __future__ import annotations
 
 import asyncio
+import base64
 import ctypes
 import http.client
 import json
@@ -43,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from urllib.parse import urlsplit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +67,7 @@ WAIT_TEXT_POLL_S = 0.025
 SNAPSHOT_MAX_TOKENS = 20_000     # the 200-element page is ~6.5k chars: the whole list fits
 ARTICLE_MAX_TOKENS = 50_000      # the 5,000-word article is ~33k chars of Markdown
 HTTP_TIMEOUT_S = 60
+SURVIVOR_GRACE_S = 2.0
 
 # Rows each bench_common operation records, in order (kept in sync with bench_common.OPERATIONS);
 # used to report the rows an operation could not reach as n/a.
@@ -72,6 +81,9 @@ OP_ROWS = {
     "op_login": ["login_flow/navigate", "login_flow/snapshot", "login_flow/fill_form",
                  "login_flow/click_submit", "login_flow/wait_for", "login_flow", "cookies_list"],
 }
+
+
+TRANSPORTS = {"rest": "http (REST, keep-alive)", "mcp": "stdio (MCP, official Python SDK client)"}
 
 
 class WebpilotError(RuntimeError):
@@ -95,6 +107,14 @@ def _die_with_parent():
         pass
 
 
+def _lingering(process) -> bool:
+    import psutil
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _tail(path: str, n: int = 2000) -> str:
     try:
         with open(path, errors="replace") as f:
@@ -109,8 +129,12 @@ def _tail(path: str, n: int = 2000) -> str:
 class Webpilot:
     name = "webpilot"
 
-    def __init__(self, binary: str, extra_args: list[str], article_mode: str = "markdown"):
+    def __init__(self, binary: str, extra_args: list[str], article_mode: str = "markdown",
+                 transport: str = "rest"):
         self.binary = os.path.abspath(binary)
+        self.transport = transport
+        self._stack = AsyncExitStack()
+        self.mcp = None
         self.extra_args = extra_args
         self.article_mode = article_mode
         self.startup: dict = {}
@@ -127,6 +151,10 @@ class Webpilot:
             raise FileNotFoundError(f"webpilot binary {self.binary} missing or not executable "
                                     "(cargo build --release, or pass --bin / WEBPILOT_BIN)")
         self.workdir = tempfile.mkdtemp(prefix="wpbench-")
+        if self.transport == "mcp":
+            await self._start_mcp()
+            self.version = self._version()
+            return self
         self.port = free_port()
         self.argv = [self.binary, "--port", str(self.port), "--data-dir", os.path.join(self.workdir, "data"),
                      *self.extra_args, "serve"]
@@ -158,7 +186,83 @@ class Webpilot:
         self.version = self._version()
         return self
 
+    async def _start_mcp(self):
+        """`webpilot mcp` under the MCP SDK's stdio client, timed like the peer's session start."""
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        self.argv = [self.binary, "--data-dir", os.path.join(self.workdir, "data"), *self.extra_args, "mcp"]
+        self.log_path = os.path.join(self.workdir, "webpilot.stderr.log")
+        self._log = open(self.log_path, "w")
+        params = StdioServerParameters(command=self.binary, args=self.argv[1:], cwd=self.workdir)
+        t0 = time.perf_counter()
+        r, w = await self._stack.enter_async_context(stdio_client(params, errlog=self._log))
+        self.mcp = await self._stack.enter_async_context(ClientSession(r, w))
+        await self.mcp.initialize()
+        self.startup["session_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        tools = (await self.mcp.list_tools()).tools
+        self.tool_names = [t.name for t in tools]
+        self.startup["tools"] = len(tools)
+        dumped = json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools])
+        self.startup["tools_chars"] = self.startup["tools_chars_json_dumps"] = len(dumped)
+        self.proc = self._mcp_process()
+
+    def _mcp_process(self):
+        """The `webpilot mcp` child of this process (the SDK spawned it)."""
+        import psutil
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.exe() == os.path.realpath(self.binary):
+                    return p
+            except psutil.Error:
+                continue
+        raise RuntimeError(f"no {self.binary} child process found")
+
+    async def _call_mcp(self, tool: str, args: dict) -> tuple[str, dict]:
+        result = await self.mcp.call_tool(tool, args)
+        texts = [c.text for c in result.content if c.type == "text"]
+        self.last_images = [base64.b64decode(c.data) for c in result.content if c.type == "image"]
+        text = texts[0] if texts else ""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        is_error = getattr(result, "is_error", None) or getattr(result, "isError", None)  # mcp 2.x / 1.x
+        if is_error or not isinstance(data, dict) or "error" in data:
+            raise WebpilotError(f"MCP {tool} {json.dumps(args)} -> {text[:600]}")
+        return text, data
+
+    async def screenshot_png(self, args: dict) -> bytes:
+        """A screenshot as PNG bytes: over REST the raw body (Accept: image/png), over MCP the
+        decoded image content."""
+        if self.transport == "mcp":
+            await self.call_raw("browser_screenshot", args)
+            data = self.last_images[0] if self.last_images else b""
+            ctype = "image/png"
+        else:
+            status, data, ctype = self._request("POST", "/api/tools/browser_screenshot",
+                                                json.dumps(args).encode(), accept="image/png", raw=True)
+            if status >= 400:
+                raise WebpilotError(f"POST /api/tools/browser_screenshot {args} -> HTTP {status}: {data[:300]!r}")
+        if not ctype.startswith("image/png") or not data.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise WebpilotError(f"browser_screenshot {args}: not a PNG ({ctype}, {data[:40]!r})")
+        return data
+
     async def __aexit__(self, *exc):
+        if self.transport == "mcp":
+            tree = self._tree_pids()
+            t0 = time.perf_counter()
+            try:
+                await self._stack.aclose()     # closes stdin: webpilot mcp closes Chromium and exits
+            finally:
+                self.shutdown_ms = round((time.perf_counter() - t0) * 1000, 1)
+                if self.shutdown_ms >= 2000:   # the SDK's grace period: it then kills the process group
+                    self.warnings.append({"what": f"webpilot mcp took {self.shutdown_ms} ms to exit after stdin closed"})
+                self._kill_survivors(tree)
+                self._log.close()
+                self.shutdown_log = _tail(self.log_path, 4000)
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            return
         try:
             if self.conn:
                 self.conn.close()
@@ -194,8 +298,12 @@ class Webpilot:
                     alive.append(p)
             except psutil.NoSuchProcess:
                 pass
+        # Chromium's helpers notice their browser is gone a moment after it exits.
+        _, alive = psutil.wait_procs(alive, timeout=SURVIVOR_GRACE_S)
+        alive = [p for p in alive if _lingering(p)]
         if alive:
-            self.warnings.append({"what": f"{len(alive)} Chromium processes still running after webpilot exited; killed",
+            self.warnings.append({"what": f"{len(alive)} Chromium processes still running {SURVIVOR_GRACE_S} s "
+                                          "after webpilot exited; killed",
                                   "pids": [p.pid for p in alive]})
             for p in alive:
                 try:
@@ -244,7 +352,9 @@ class Webpilot:
     def _get(self, path: str, timeout: float = HTTP_TIMEOUT_S):
         return self._request("GET", path, timeout=timeout)
 
-    def call_raw(self, tool: str, args: dict) -> tuple[str, dict]:
+    async def call_raw(self, tool: str, args: dict) -> tuple[str, dict]:
+        if self.transport == "mcp":
+            return await self._call_mcp(tool, args)
         status, text = self._request("POST", f"/api/tools/{tool}", json.dumps(args).encode())
         try:
             data = json.loads(text)
@@ -255,7 +365,7 @@ class Webpilot:
         return text, data
 
     async def call(self, tool: str, args: dict) -> bc.Resp:
-        text, data = self.call_raw(tool, args)
+        text, data = await self.call_raw(tool, args)
         self.last = data
         return bc.Resp(text)
 
@@ -280,7 +390,7 @@ class Webpilot:
         polls = 0
         while True:
             polls += 1
-            body, data = self.call_raw("browser_read", {"mode": "text", "max_tokens": SNAPSHOT_MAX_TOKENS})
+            body, data = await self.call_raw("browser_read", {"mode": "text", "max_tokens": SNAPSHOT_MAX_TOKENS})
             if text in data.get("content", ""):
                 self._size("wait_text.polls", polls)
                 return bc.Resp(body)
@@ -295,7 +405,7 @@ class Webpilot:
             args = {"mode": "markdown", "max_tokens": ARTICLE_MAX_TOKENS}
         else:
             args = {"mode": "elements", "max_tokens": SNAPSHOT_MAX_TOKENS}
-        body, data = self.call_raw("browser_read", args)
+        body, data = await self.call_raw("browser_read", args)
         if data.get("truncated"):
             raise AssertionError(f"browser_read {args} truncated on {self.page} "
                                  f"(total {data.get('total')}, next_cursor {data.get('next_cursor')})")
@@ -328,9 +438,9 @@ class Webpilot:
                   if have else f"webpilot has no {tool} tool yet")
         raise NotImplementedError(f"{what}: {detail}")
 
-    def _interact(self, args: dict) -> tuple[str, dict]:
+    async def _interact(self, args: dict) -> tuple[str, dict]:
         """browser_interact; follows a navigation it reports (for the snapshot's page key)."""
-        body, data = self.call_raw("browser_interact", args)
+        body, data = await self.call_raw("browser_interact", args)
         self.last = data
         if data.get("navigated") and data.get("url"):
             self.page = urlsplit(data["url"]).path
@@ -346,13 +456,13 @@ class Webpilot:
     async def click(self, ref, description):
         if "browser_interact" not in self.tool_names:
             self._missing("click", "browser_interact")
-        body, _ = self._interact({"action": "click", "ref": self._ref_int(ref)})
+        body, _ = await self._interact({"action": "click", "ref": self._ref_int(ref)})
         return bc.Resp(body)
 
     async def type(self, ref, text, description):
         if "browser_interact" not in self.tool_names:
             self._missing("type", "browser_interact")
-        body, _ = self._interact({"action": "type", "ref": self._ref_int(ref), "text": text, "clear": True})
+        body, _ = await self._interact({"action": "type", "ref": self._ref_int(ref), "text": text, "clear": True})
         return bc.Resp(body)
 
     async def fill_form(self, fields):
@@ -362,21 +472,15 @@ class Webpilot:
             self._missing("fill_form", "browser_interact")
         bodies = []
         for f in fields:
-            body, _ = self._interact({"action": "type", "ref": self._ref_int(f["ref"]), "text": f["value"],
+            body, _ = await self._interact({"action": "type", "ref": self._ref_int(f["ref"]), "text": f["value"],
                                       "clear": True})
             bodies.append(body)
         return bc.Resp("\n".join(bodies))
 
     async def screenshot(self):
-        """browser_screenshot with Accept: image/png: the body is the PNG itself."""
         if "browser_screenshot" not in self.tool_names:
             self._missing("screenshot", "browser_screenshot")
-        status, data, ctype = self._request("POST", "/api/tools/browser_screenshot", b"{}",
-                                            accept="image/png", raw=True)
-        if status >= 400 or not ctype.startswith("image/png") or not data.startswith(b"\x89PNG\r\n\x1a\n"):
-            raise WebpilotError(f"POST /api/tools/browser_screenshot {{}} (Accept: image/png) -> HTTP {status} "
-                                f"{ctype}: {data[:300]!r}")
-        return bc.Resp("", len(data))
+        return bc.Resp("", len(await self.screenshot_png({})))
 
     async def cookies(self):
         if "browser_cookies" not in self.tool_names:
@@ -391,18 +495,18 @@ class Webpilot:
 
     async def tab_close(self, index):
         """Closes the tab at the peer-style index (0-based position in the tab list)."""
-        _, data = self.call_raw("browser_tabs", {"action": "list"})
+        _, data = await self.call_raw("browser_tabs", {"action": "list"})
         tabs = data["tabs"]
         if not 0 <= index < len(tabs):
             raise IndexError(f"no tab at index {index}: {[t['tab'] for t in tabs]}")
         tab_id = tabs[index]["tab"]
         args = {"action": "close", "tab": tab_id}
         try:
-            body, _ = self.call_raw("browser_tabs", args)
+            body, _ = await self.call_raw("browser_tabs", args)
             return bc.Resp(body)
         except WebpilotError as e:
             # The close may have happened anyway; keep the run going if it did, but record it.
-            _, after = self.call_raw("browser_tabs", {"action": "list"})
+            _, after = await self.call_raw("browser_tabs", {"action": "list"})
             if any(t["tab"] == tab_id for t in after["tabs"]):
                 raise
             self.warnings.append({"what": f"browser_tabs close failed although {tab_id} was closed",
@@ -411,14 +515,15 @@ class Webpilot:
 
     def process_roots(self):
         import psutil
-        roots = [self.proc.pid]
-        try:
-            _, body = self._get("/healthz")
-            browser = json.loads(body).get("browser") or {}
-            if browser.get("pid"):
-                roots.append(int(browser["pid"]))
-        except (OSError, ValueError) as e:
-            self.warnings.append({"what": f"GET /healthz failed: {e}"})
+        roots = [self.proc.pid]     # Chromium is webpilot's child, so its tree counts either way
+        if self.transport == "rest":
+            try:
+                _, body = self._get("/healthz")
+                browser = json.loads(body).get("browser") or {}
+                if browser.get("pid"):
+                    roots.append(int(browser["pid"]))
+            except (OSError, ValueError) as e:
+                self.warnings.append({"what": f"GET /healthz failed: {e}"})
         try:
             mi = psutil.Process(self.proc.pid).memory_full_info()
             self.own_memory.append({"rss_mib": round(mi.rss / 2**20, 1),
@@ -429,7 +534,7 @@ class Webpilot:
         return roots
 
     def describe(self):
-        return {"name": self.name, "version": self.version, "transport": "http (REST, keep-alive)",
+        return {"name": self.name, "version": self.version, "transport": TRANSPORTS[self.transport],
                 "argv": self.argv, "binary": self.binary, "tools": self.tool_names,
                 "snapshot": {"default": f"browser_read mode=elements max_tokens={SNAPSHOT_MAX_TOKENS}",
                              "article": (f"browser_read mode=markdown max_tokens={ARTICLE_MAX_TOKENS}"
@@ -469,19 +574,17 @@ async def op_extras_webpilot(d: Webpilot, base: str, rec: bc.Recorder):
     if "browser_screenshot" not in d.tool_names:
         d._missing("screenshot_annotated", "browser_screenshot")
     t0 = time.perf_counter()
-    status, data, ctype = d._request("POST", "/api/tools/browser_screenshot", b'{"annotate": true}',
-                                     accept="image/png", raw=True)
+    data = await d.screenshot_png({"annotate": True})
     rec.add_time("screenshot_annotated", (time.perf_counter() - t0) * 1000)
-    bc.expect(status == 200 and data.startswith(b"\x89PNG"), f"annotated screenshot failed: HTTP {status}")
     rec.add_size("screenshot_annotated.image_bytes", len(data))
 
     if "browser_cookies" not in d.tool_names:
         d._missing("ensure_login", "browser_cookies")
-    d.call_raw("browser_cookies", {"action": "export", "name": "bench"})                   # untimed
-    d.call_raw("browser_cookies", {"action": "clear", "session": "ensure"})                # untimed
+    await d.call_raw("browser_cookies", {"action": "export", "name": "bench"})                   # untimed
+    await d.call_raw("browser_cookies", {"action": "clear", "session": "ensure"})                # untimed
     check = {"url": f"{base}/account", "text": bc.LOGIN_DONE}
     t0 = time.perf_counter()
-    _, result = d.call_raw("browser_cookies", {"action": "ensure_login", "name": "bench", "check": check,
+    _, result = await d.call_raw("browser_cookies", {"action": "ensure_login", "name": "bench", "check": check,
                                                 "session": "ensure"})
     rec.add_time("ensure_login", (time.perf_counter() - t0) * 1000)
     bc.expect(result.get("logged_in") is True, f"ensure_login did not log in: {result}")
@@ -529,6 +632,8 @@ def main():
                     help="webpilot binary (default: $WEBPILOT_BIN or target/release/webpilot)")
     ap.add_argument("--wp-arg", action="append", default=[], metavar="ARG",
                     help="extra webpilot flag, repeatable, e.g. --wp-arg=--viewport=1280x720")
+    ap.add_argument("--transport", choices=sorted(TRANSPORTS), default="rest",
+                    help="REST over HTTP (default) or MCP over stdio")
     ap.add_argument("--article-mode", choices=["markdown", "elements"], default="markdown",
                     help="browser_read mode for the article snapshot (default markdown)")
     a = ap.parse_args()
@@ -539,7 +644,7 @@ def main():
     if a.wait_idle:
         bc.wait_idle(a.wait_idle)
     bc.OPERATIONS = patched_operations()
-    driver = Webpilot(a.bin, a.wp_arg, a.article_mode)
+    driver = Webpilot(a.bin, a.wp_arg, a.article_mode, a.transport)
     res = asyncio.run(bc.run_benchmark(driver, a.reps, a.warmup, a.port))
 
     res["startup"].update({k: v for k, v in driver.startup.items() if k not in res["startup"]})

@@ -98,6 +98,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(run(cli.command.unwrap_or(Command::Serve), config));
+    // Everything that needs cleaning up is done by now; only a blocking read of stdin (MCP stdio,
+    // ended by a signal while the client keeps the pipe open) may still hold a thread.
+    runtime.shutdown_background();
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -124,12 +127,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             let app = App::new(config)?;
             let front = webpilot::server::mcp::McpFront::new(app.clone());
             let served = front.serve(rmcp::transport::stdio()).await;
+            // Ends when the client closes stdin, or on SIGTERM/SIGINT (how MCP clients escalate),
+            // and either way closes Chromium before exiting.
             let result = match served {
-                Ok(service) => service
-                    .waiting()
-                    .await
-                    .map(drop)
-                    .map_err(anyhow::Error::from),
+                Ok(service) => tokio::select! {
+                    ended = service.waiting() => ended.map(drop).map_err(anyhow::Error::from),
+                    () = webpilot::server::shutdown_signal() => Ok(()),
+                },
                 Err(error) => Err(anyhow::anyhow!("MCP start-up failed: {error}")),
             };
             app.shutdown().await;

@@ -100,3 +100,69 @@ fn processes_mentioning(needle: &str) -> usize {
         .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(needle))
         .count()
 }
+
+/// `webpilot mcp` as an MCP client runs it: a SIGTERM (the clients' escalation after closing
+/// stdin) still closes Chromium and removes the temp profile.
+#[tokio::test]
+async fn mcp_stdio_on_sigterm_closes_chromium() {
+    use std::io::{BufRead, BufReader, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("mcp")
+        .env("TMPDIR", tmp.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("webpilot mcp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"browser_navigate","arguments":{"target":"about:blank"}}}"#,
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let navigated = lines
+        .find_map(|line| {
+            let reply: serde_json::Value = serde_json::from_str(&line.ok()?).ok()?;
+            (reply["id"] == 2).then_some(reply)
+        })
+        .expect("an answer to the navigate call");
+    assert_eq!(navigated["result"]["isError"], false, "{navigated:#}");
+    let profile = tmp.path().to_string_lossy().into_owned();
+    assert!(processes_mentioning(&profile) > 0, "Chromium runs");
+
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "webpilot mcp did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        status.success(),
+        "a clean exit, not death by signal: {status:?}"
+    );
+    common::eventually(
+        "no process uses the profile any more",
+        Duration::from_secs(10),
+        || {
+            let left = processes_mentioning(&profile);
+            async move { left == 0 }
+        },
+    )
+    .await;
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "temp dirs left behind: {left:?}");
+    drop(stdin);
+}
