@@ -57,6 +57,9 @@ pub struct Config {
     /// Host names `/mcp` answers besides loopback ones (the names clients use to reach a
     /// non-loopback bind).
     pub mcp_allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com`, `http://localhost:*`) that may call `/mcp`
+    /// besides loopback ones; requests without an `Origin` (non-browser clients) always may.
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 /// How much a batch crawl may do at once.
@@ -209,6 +212,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             crawl: CrawlConfig::default(),
             mcp_allowed_hosts: Vec::new(),
+            mcp_allowed_origins: Vec::new(),
         }
     }
 }
@@ -266,6 +270,22 @@ pub struct ConfigArgs {
         value_delimiter = ','
     )]
     pub fetch_allow: Option<Vec<String>>,
+    /// Host names /mcp answers besides loopback ones (comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_MCP_ALLOWED_HOSTS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub mcp_allowed_hosts: Option<Vec<String>>,
+    /// Browser origins allowed to call /mcp besides loopback ones (comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_MCP_ALLOWED_ORIGINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub mcp_allowed_origins: Option<Vec<String>>,
     /// Order in which web_search backend=auto tries backends (comma list).
     #[arg(
         long,
@@ -371,6 +391,8 @@ impl Config {
             self.browser_url = args.browser_url.clone();
         }
         set(&mut self.fetch.allow, &args.fetch_allow);
+        set(&mut self.mcp_allowed_hosts, &args.mcp_allowed_hosts);
+        set(&mut self.mcp_allowed_origins, &args.mcp_allowed_origins);
         set(&mut self.llm.base_url, &args.llm_base_url);
         set(&mut self.llm.model, &args.llm_model);
         if args.llm_api_key.is_some() {
@@ -460,6 +482,20 @@ mod tests {
         });
         assert_eq!(config.port, 9100);
         assert_eq!(config.max_sessions, 3);
+    }
+
+    #[test]
+    fn mcp_allow_lists_come_from_the_file_or_the_flags() {
+        let mut config: Config =
+            toml::from_str("mcp_allowed_hosts = [\"mcp.example.com\"]").unwrap();
+        assert_eq!(config.mcp_allowed_hosts, ["mcp.example.com"]);
+        assert!(config.mcp_allowed_origins.is_empty());
+        config.apply(&ConfigArgs {
+            mcp_allowed_origins: Some(vec!["https://app.example.com".into()]),
+            ..Default::default()
+        });
+        assert_eq!(config.mcp_allowed_hosts, ["mcp.example.com"]);
+        assert_eq!(config.mcp_allowed_origins, ["https://app.example.com"]);
     }
 
     #[test]

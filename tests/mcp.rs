@@ -95,16 +95,31 @@ async fn streamable_http_serves_the_same_tools_and_isolates_clients() {
     );
 }
 
-#[tokio::test]
-async fn foreign_host_headers_are_refused() {
-    let response = client()
+/// The status of an MCP `initialize` sent with extra headers.
+async fn initialize_with(headers: &[(&str, &str)]) -> u16 {
+    let mut request = client()
         .post(format!("{}/mcp", harness().api))
-        .header("host", "attacker.example")
         .header("accept", "application/json, text/event-stream")
         .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 403);
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused() {
+    assert_eq!(initialize_with(&[("host", "attacker.example")]).await, 403);
+    assert_eq!(
+        initialize_with(&[("origin", "https://attacker.example")]).await,
+        403,
+        "a cross-site page"
+    );
+    assert_eq!(
+        initialize_with(&[("origin", "http://localhost:3000")]).await,
+        200,
+        "a local page"
+    );
+    assert_eq!(initialize_with(&[]).await, 200, "a client without Origin");
 }

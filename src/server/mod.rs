@@ -50,15 +50,23 @@ fn panic_response(panic: Box<dyn std::any::Any + Send>) -> axum::response::Respo
     rest::error_response(&ToolError::internal(format!("webpilot failed: {what}")))
 }
 
-/// Streamable HTTP MCP: a handler (so a browser session) per MCP session; Host headers are
-/// checked against loopback names plus the configured `mcp_allowed_hosts`.
+/// Streamable HTTP MCP: a handler (so a browser session) per MCP session. Against DNS rebinding
+/// and cross-site pages, `Host` must be a loopback name or one of `mcp_allowed_hosts`, and an
+/// `Origin`, when a browser sends one, a loopback origin or one of `mcp_allowed_origins`.
 fn mcp_service(app: &App) -> StreamableHttpService<mcp::McpFront, LocalSessionManager> {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
     hosts.extend(app.config.mcp_allowed_hosts.iter().cloned());
     if !app.config.bind.is_loopback() && !app.config.bind.is_unspecified() {
         hosts.push(app.config.bind.to_string());
     }
-    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts);
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(String::from)
+        .to_vec();
+    origins.extend(app.config.mcp_allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
     let app = app.clone();
     StreamableHttpService::new(
         move || Ok(mcp::McpFront::new(app.clone())),
