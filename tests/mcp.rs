@@ -62,6 +62,16 @@ async fn check(report: &Value) {
     assert!(
         report["screenshot_text"]["legend"].is_array() || report["screenshot_text"].is_object()
     );
+    let paging = &report["paging"];
+    assert_eq!(paging["truncated"], true, "{paging:#}");
+    assert!(paging["cursor"].is_string(), "{paging:#}");
+    let last_of_first = paging["first"].as_array().unwrap().last().unwrap().as_u64();
+    let first_of_second = paging["second"][0].as_u64();
+    assert_eq!(
+        first_of_second,
+        last_of_first.map(|r| r + 1),
+        "the next slice continues the list: {paging:#}"
+    );
     assert_eq!(report["bad_error"], true);
     assert_eq!(
         report["bad"]["error"]["code"], "INVALID_ARGUMENT",

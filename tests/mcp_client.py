@@ -21,6 +21,19 @@ def text_of(result):
     return "".join(c.text for c in result.content if c.type == "text")
 
 
+async def paging(session):
+    """Two slices of the element list under a small budget: the second starts where the first ended."""
+    first = json.loads(text_of(await session.call_tool("browser_read", {"mode": "elements", "max_tokens": 60})))
+    cursor = first.get("next_cursor")
+    second = json.loads(text_of(await session.call_tool(
+        "browser_read", {"mode": "elements", "max_tokens": 60, "cursor": cursor})))
+
+    def refs(slice_):
+        return [int(m) for m in re.findall(r"^\[(\d+)\]", slice_["content"], re.M)]
+
+    return {"truncated": first.get("truncated"), "cursor": cursor, "first": refs(first), "second": refs(second)}
+
+
 async def scenario(session, spa_url):
     report = {}
     init = await session.initialize()
@@ -34,6 +47,7 @@ async def scenario(session, spa_url):
     lines = json.loads(text_of(read))["content"].splitlines()
     add = next(line for line in lines if "Add Item 07 to cart" in line)
     ref = int(re.match(r"\[(\d+)\]", add).group(1))
+    report["paging"] = await paging(session)
     click = await session.call_tool("browser_interact", {"action": "click", "ref": ref})
     report["click_error"] = click.isError
     text = await session.call_tool("browser_read", {"mode": "text", "max_tokens": 100000})
