@@ -5,7 +5,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::python::python;
-use common::{client, harness};
+use common::{client, get_json, harness};
 use serde_json::Value;
 
 /// Runs tests/mcp_client.py and returns its report.
@@ -29,15 +29,8 @@ async fn drive(transport: &str, target: &str) -> Value {
 }
 
 async fn rest_tools() -> Vec<Value> {
-    let text = client()
-        .get(format!("{}/api/tools", harness().api))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
+    let tools = get_json(&format!("{}/api/tools", harness().api)).await;
+    tools.as_array().unwrap().clone()
 }
 
 async fn check(report: &Value) {

@@ -9,28 +9,16 @@ use std::sync::OnceLock;
 
 use common::python::python;
 use common::web_fixtures::config;
-use common::{Harness, client, start_with};
-use serde_json::Value;
+use common::{Harness, get_json, start_with};
 
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
     SERVICE.get_or_init(|| start_with(config))
 }
 
-async fn description() -> Value {
-    let response = client()
-        .get(format!("{}/api/openapi.json", service().api))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/json");
-    response.json().await.unwrap()
-}
-
 #[tokio::test]
 async fn describes_every_route_and_every_tool_with_its_argument_schema() {
-    let description = description().await;
+    let description = get_json(&format!("{}/api/openapi.json", service().api)).await;
     assert_eq!(description["openapi"], "3.1.0");
     let paths = description["paths"].as_object().unwrap();
     for (path, method) in [
@@ -47,16 +35,10 @@ async fn describes_every_route_and_every_tool_with_its_argument_schema() {
     ] {
         assert!(paths[path][method].is_object(), "{method} {path} missing");
     }
-    let tools: Vec<Value> = client()
-        .get(format!("{}/api/tools", service().api))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools = get_json(&format!("{}/api/tools", service().api)).await;
+    let tools = tools.as_array().unwrap();
     let schemas = &description["components"]["schemas"];
-    for tool in &tools {
+    for tool in tools {
         let name = tool["function"]["name"].as_str().unwrap();
         let operation = &paths[&format!("/api/tools/{name}")]["post"];
         assert_eq!(operation["operationId"], name);

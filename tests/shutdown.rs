@@ -10,6 +10,22 @@ fn process_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Sends SIGTERM and waits (polling, generously) for the exit.
+async fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "webpilot did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn sigterm_leaves_no_chromium_and_no_temp_dirs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -32,18 +48,7 @@ async fn sigterm_leaves_no_chromium_and_no_temp_dirs() {
         "one temp profile while running"
     );
 
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "webpilot did not exit"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = terminate(&mut child).await;
     assert!(status.success(), "{status:?}");
     assert!(
         !process_alive(chromium),
@@ -137,18 +142,7 @@ async fn mcp_stdio_on_sigterm_closes_chromium() {
     let profile = tmp.path().to_string_lossy().into_owned();
     assert!(processes_mentioning(&profile) > 0, "Chromium runs");
 
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "webpilot mcp did not exit"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = terminate(&mut child).await;
     assert!(
         status.success(),
         "a clean exit, not death by signal: {status:?}"

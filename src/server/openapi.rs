@@ -147,20 +147,24 @@ fn tool_errors() -> Responses {
     }
     let mut responses = Responses::new();
     for (status, codes) in by_status {
-        let response = ResponseBuilder::new()
-            .description(codes.join(" or "))
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build();
         responses
             .responses
-            .insert(status.to_string(), response.into());
+            .insert(status.to_string(), error(codes.join(" or ")).into());
     }
     responses
+}
+
+/// A response in the error shape.
+fn error(description: String) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
 }
 
 /// With a token configured, every operation but `/healthz` needs it and may answer 401.
@@ -173,15 +177,7 @@ fn secure(document: &mut Document, token_required: bool) {
         BEARER,
         SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
     );
-    let unauthorized = ResponseBuilder::new()
-        .description("UNAUTHORIZED: missing or wrong bearer token.")
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                .build(),
-        )
-        .build();
+    let unauthorized = error("UNAUTHORIZED: missing or wrong bearer token.".into());
     for (path, item) in document.paths.paths.iter_mut() {
         if path == "/healthz" {
             continue;

@@ -274,6 +274,13 @@ impl Harness {
     }
 }
 
+/// `GET url`, asserting 200, as JSON.
+pub async fn get_json(url: &str) -> Value {
+    let response = client().get(url).send().await.expect("request to webpilot");
+    assert_eq!(response.status(), 200, "GET {url}");
+    response.json().await.expect("JSON body")
+}
+
 /// The HTTP status and JSON body of `POST /api/tools/{tool}`.
 pub async fn call(tool: &str, args: Value) -> (u16, Value) {
     call_at(&harness().api, tool, args).await
