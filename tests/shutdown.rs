@@ -85,11 +85,17 @@ async fn chromium_dies_with_a_killed_webpilot() {
     )
     .await;
     let profile = tmp.path().to_string_lossy().into_owned();
+    no_process_mentions(&profile).await;
+}
+
+/// Waits until no process has `profile` on its command line (Chromium's helpers exit a moment
+/// after the browser).
+async fn no_process_mentions(profile: &str) {
     common::eventually(
         "no process uses the profile any more",
         Duration::from_secs(10),
         || {
-            let left = processes_mentioning(&profile);
+            let left = processes_mentioning(profile);
             async move { left == 0 }
         },
     )
@@ -147,15 +153,7 @@ async fn mcp_stdio_on_sigterm_closes_chromium() {
         status.success(),
         "a clean exit, not death by signal: {status:?}"
     );
-    common::eventually(
-        "no process uses the profile any more",
-        Duration::from_secs(10),
-        || {
-            let left = processes_mentioning(&profile);
-            async move { left == 0 }
-        },
-    )
-    .await;
+    no_process_mentions(&profile).await;
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "temp dirs left behind: {left:?}");
     drop(stdin);
