@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::web_fixtures::{config, peak_load};
-use common::{Harness, call_at, client, eventually, spawn_service_with, start_with};
+use common::{Harness, call_at, client, eventually, get_json, spawn_service_with, start_with};
 use serde_json::{Value, json};
 
 fn crawl_service() -> Harness {
@@ -27,15 +27,37 @@ fn service() -> &'static Harness {
     SERVICE.get_or_init(crawl_service)
 }
 
-async fn get_json(url: &str) -> Value {
-    client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+/// crawl_status followed through its cursors: the pages, each checked, in order.
+async fn all_pages(api: &str, id: &str) -> Vec<Value> {
+    let mut pages: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let (status, page) = call_at(
+            api,
+            "crawl_status",
+            json!({"task_id": id, "cursor": cursor}),
+        )
+        .await;
+        assert_eq!(status, 200, "{page:#}");
+        let items =
+            page["results"].as_array().unwrap().len() + page["errors"].as_array().unwrap().len();
+        assert!(items > 0, "every page carries at least one URL: {page:#}");
+        cursor = page["next_cursor"].as_str().map(str::to_string);
+        assert_eq!(page["truncated"], cursor.is_some(), "{page:#}");
+        pages.push(page);
+        if cursor.is_none() {
+            return pages;
+        }
+        assert!(pages.len() < 100, "cursors do not end");
+    }
+}
+
+/// Results of all pages, in order.
+fn results_of(pages: &[Value]) -> Vec<Value> {
+    pages
+        .iter()
+        .flat_map(|p| p["results"].as_array().unwrap().clone())
+        .collect()
 }
 
 fn host_of(url: &str) -> String {
@@ -256,11 +278,11 @@ async fn a_killed_service_resumes_its_task_without_losing_or_repeating_urls() {
         },
     )
     .await;
-    let (_, status) = call_at(&api, "crawl_status", json!({"task_id": id})).await;
+    let pages = all_pages(&api, &id).await;
     second.kill().unwrap();
     second.wait().unwrap();
-    let results = status["results"].as_array().unwrap();
-    assert_eq!(status["errors"], json!([]), "{status:#}");
+    let results = &results_of(&pages);
+    assert!(pages.iter().all(|p| p["errors"] == json!([])), "{pages:#?}");
     assert_eq!(results.len(), 30);
     let indices: HashSet<u64> = results
         .iter()
@@ -309,4 +331,41 @@ async fn the_crawl_command_writes_json_lines() {
         .collect();
     assert_eq!(titles, HashSet::from(["Page 7", "Page 8"]));
     assert!(lines.iter().any(|l| l["error"]["code"] == "UPSTREAM"));
+}
+
+/// Long results come in pages of about 4000 tokens: every URL exactly once, in URL order, and a
+/// cursor that is not one is refused.
+#[tokio::test]
+async fn crawl_status_pages_long_results() {
+    let harness = service();
+    let api = &harness.api;
+    let urls: Vec<String> = (0..4)
+        .map(|n| harness.page(&format!("article.html?copy={n}")))
+        .collect();
+    let (status, created) = call_at(api, "crawl_batch", json!({"urls": urls})).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("the task to complete", Duration::from_secs(30), || {
+        let id = id.clone();
+        async move {
+            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
+        }
+    })
+    .await;
+    let pages = all_pages(api, &id).await;
+    assert!(pages.len() > 1, "four long articles do not fit one page");
+    assert!(pages.iter().all(|page| page["total"] == 4));
+    let indices: Vec<u64> = results_of(&pages)
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices, [0, 1, 2, 3]);
+    let (status, body) = call_at(api, "crawl_status", json!({"task_id": id, "cursor": "L3"})).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursor")
+    );
 }

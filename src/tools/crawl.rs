@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::open_web_page::FetchMode;
+use super::paging;
 use super::{Ctx, Tool, ToolOutput};
 use crate::error::ToolResult;
 use crate::web::extract::{ExtractKind, TextFormat};
@@ -16,7 +17,8 @@ const DEFAULT_PARALLEL: usize = 4;
 const BATCH_GUIDE: &str = "crawl_batch reads many URLs in the background (like open_web_page) \
 and returns a task_id at once; poll crawl_status with it for progress, results and errors.";
 const STATUS_GUIDE: &str = "crawl_status reports a crawl task: status (pending, running, \
-completed, failed), progress of total, each URL's result or error.";
+completed, failed), progress of total, each URL's result or error in URL order, about 4000 \
+tokens per call; pass next_cursor as cursor for the rest (best once the task completed).";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +42,8 @@ pub struct CrawlBatchArgs {
 pub struct CrawlStatusArgs {
     /// The task_id crawl_batch returned.
     pub task_id: String,
+    /// next_cursor of the previous call.
+    pub cursor: Option<String>,
 }
 
 pub struct CrawlBatch;
@@ -77,12 +81,50 @@ impl Tool for CrawlStatus {
     type Args = CrawlStatusArgs;
     const NAME: &'static str = "crawl_status";
     const GUIDE: &'static str = STATUS_GUIDE;
-    const DESCRIPTION: &'static str =
-        "A crawl task's status, progress, and each URL's result or error.";
+    const DESCRIPTION: &'static str = "A crawl task's status, progress, results and errors.";
 
     async fn run(&self, ctx: &Ctx, args: CrawlStatusArgs) -> ToolResult<ToolOutput> {
-        ctx.crawler
-            .status(args.task_id.trim())
-            .map(ToolOutput::json)
+        let status = ctx.crawler.status(args.task_id.trim())?;
+        page(status, args.cursor.as_deref()).map(ToolOutput::json)
     }
+}
+
+/// The results and errors of URLs from the cursor's index on, in URL order, as many as fit the
+/// default budget (at least one); `next_cursor` (`I12`: URL 12 on) continues. An index rather
+/// than a position, so URLs finishing meanwhile do not shift what the cursor points at.
+fn page(mut status: Value, cursor: Option<&str>) -> ToolResult<Value> {
+    let total = status["total"].as_u64().unwrap_or(0) as usize;
+    let from = paging::parse_cursor(cursor, 'I', total)?;
+    let mut items: Vec<(&str, Value)> = Vec::new();
+    for kind in ["results", "errors"] {
+        if let Value::Array(list) = status[kind].take() {
+            items.extend(list.into_iter().map(|item| (kind, item)));
+        }
+    }
+    let index = |item: &Value| item["index"].as_u64().unwrap_or(0) as usize;
+    items.retain(|(_, item)| index(item) >= from);
+    items.sort_by_key(|(_, item)| index(item));
+    let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
+    let (mut used, mut next) = (0, None);
+    let (mut results, mut errors) = (Vec::new(), Vec::new());
+    for (taken, (kind, item)) in items.into_iter().enumerate() {
+        let cost = item.to_string().len();
+        if taken > 0 && used + cost > budget {
+            next = Some(index(&item));
+            break;
+        }
+        used += cost;
+        if kind == "results" {
+            results.push(item);
+        } else {
+            errors.push(item);
+        }
+    }
+    status["results"] = json!(results);
+    status["errors"] = json!(errors);
+    status["truncated"] = json!(next.is_some());
+    if let Some(next) = next {
+        status["next_cursor"] = json!(format!("I{next}"));
+    }
+    Ok(status)
 }

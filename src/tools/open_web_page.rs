@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::paging::slice_text;
+use super::paging::{self, slice_text};
 use super::{Ctx, Tool, ToolOutput};
 use crate::browser::{BrowserService, Destination, Form, Scope};
 use crate::config::Config;
@@ -23,7 +23,6 @@ use crate::web::extract::{self, ExtractKind, Extracted, TextFormat};
 use crate::web::{WebService, shell};
 
 /// Default token budget of one slice of content.
-const DEFAULT_MAX_TOKENS: usize = 4_000;
 /// The browser session that renders pages for this tool, apart from agents' own sessions.
 const RENDER_SESSION: &str = "_open_web_page";
 
@@ -114,7 +113,7 @@ impl Fetcher {
                 }
             }
         };
-        let budget = args.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
+        let budget = args.max_tokens.unwrap_or(paging::DEFAULT_MAX_TOKENS).max(1);
         let slice = slice_text(&loaded.extracted.content, budget, args.cursor.as_deref())?;
         let mut result = json!({
             "url": url.as_str(),

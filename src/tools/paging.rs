@@ -9,6 +9,9 @@ use crate::error::{ToolError, ToolResult};
 /// Characters per token, the usual rough estimate for English text and markup.
 pub const CHARS_PER_TOKEN: usize = 4;
 
+/// The budget of a long output when the call names none.
+pub const DEFAULT_MAX_TOKENS: usize = 4_000;
+
 /// One slice of a longer output.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Slice {
@@ -69,7 +72,7 @@ pub fn slice_text(text: &str, max_tokens: usize, cursor: Option<&str>) -> ToolRe
 }
 
 /// The budget in characters; any `max_tokens` a client sends is valid, however large.
-fn budget_chars(max_tokens: usize) -> usize {
+pub fn budget_chars(max_tokens: usize) -> usize {
     max_tokens.max(1).saturating_mul(CHARS_PER_TOKEN)
 }
 
@@ -80,7 +83,8 @@ fn last_index_of(window: &[char], needle: char, floor: usize) -> Option<usize> {
         .filter(|&i| i >= floor)
 }
 
-fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<usize> {
+/// The offset a cursor like `L42` (kind `L`) names, at most `len`; no cursor is 0.
+pub fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<usize> {
     let Some(cursor) = cursor.filter(|c| !c.is_empty()) else {
         return Ok(0);
     };

@@ -6,14 +6,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::paging::{Slice, slice_lines, slice_text};
+use super::paging::{self, Slice, slice_lines, slice_text};
 use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
 use crate::browser::{Form, Scope, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::web::{markdown, sections};
 
 /// Default token budget of one read.
-const DEFAULT_MAX_TOKENS: usize = 4_000;
 /// Most matches `find` reports.
 const MAX_FIND_HITS: usize = 50;
 
@@ -70,7 +69,7 @@ impl Tool for Read {
     async fn run(&self, ctx: &Ctx, args: ReadArgs) -> ToolResult<ToolOutput> {
         let mode = args.mode.unwrap_or_default();
         let scope = scope(&args)?;
-        let budget = args.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
+        let budget = args.max_tokens.unwrap_or(paging::DEFAULT_MAX_TOKENS).max(1);
         let mut session = ctx.browser.session(session_name(&args.session)).await?;
         let name = session.name().to_string();
         let tab = session.tab_or_active(args.tab.as_deref()).await?;

@@ -28,11 +28,17 @@ pub(super) fn full<A: JsonSchema>() -> Value {
 fn trim(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            for key in ["$schema", "title", "format", "additionalProperties"] {
+            // Bounds are left out too: descriptions state the ranges a model needs in fewer
+            // characters, and the API description keeps the bounds.
+            for key in [
+                "$schema",
+                "title",
+                "format",
+                "additionalProperties",
+                "minimum",
+                "maximum",
+            ] {
                 map.remove(key);
-            }
-            if map.get("minimum").and_then(Value::as_f64) == Some(0.0) {
-                map.remove("minimum");
             }
             if let Some(Value::Array(types)) = map.get_mut("type") {
                 types.retain(|t| t != "null");

@@ -27,6 +27,7 @@ pub struct ScreenshotArgs {
     /// Default png.
     pub format: Option<Format>,
     /// JPEG/WebP quality 1-100 (default 80).
+    #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
     /// Scale down to this width (px).
     pub max_width: Option<u32>,

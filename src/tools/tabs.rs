@@ -20,7 +20,6 @@ closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new t
 #[serde(deny_unknown_fields)]
 pub struct TabsArgs {
     /// list (default) | new | switch | close.
-    /// What to do.
     pub action: Option<Action>,
     /// Tab id for switch/close (close defaults to the active tab).
     pub tab: Option<String>,
