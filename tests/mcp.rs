@@ -78,6 +78,10 @@ async fn check(report: &Value) {
         report["session"].as_str().unwrap().starts_with("mcp-"),
         "{report:#}"
     );
+    assert_eq!(
+        report["explicit_session"], "shared-on-purpose",
+        "a session argument still selects the session"
+    );
 }
 
 #[tokio::test]

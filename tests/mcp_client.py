@@ -63,6 +63,8 @@ async def scenario(session, spa_url):
     again = await session.call_tool("browser_tabs", {"action": "list"})
     report["after_bad_error"] = again.isError
     report["session"] = json.loads(text_of(again)).get("session")
+    shared = await session.call_tool("browser_tabs", {"action": "list", "session": "shared-on-purpose"})
+    report["explicit_session"] = json.loads(text_of(shared)).get("session")
     return report
 
 
