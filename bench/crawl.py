@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from extraction import CORPORA, SHARED, call, log, serve_corpus, start_webpilot  # noqa: E402
@@ -51,8 +52,11 @@ def main():
                     break
                 time.sleep(0.05)
             seconds = time.perf_counter() - started
+            # crawl_status pages its results; the REST task endpoint returns all of them.
+            with urllib.request.urlopen(f"{api}/api/crawler/tasks/{task['task_id']}", timeout=60) as response:
+                everything = json.load(response)
             result = {"pages": PAGES, "parallel": PARALLEL, "seconds": round(seconds, 3),
-                      "pages_per_second": round(PAGES / seconds, 1), "errors": len(status["errors"]),
+                      "pages_per_second": round(PAGES / seconds, 1), "errors": len(everything["errors"]),
                       "peak_rss_mib": round(peak_rss_mib(proc.pid), 1)}
         finally:
             proc.terminate()
