@@ -141,17 +141,14 @@ impl ToolError {
 
     /// The error as the JSON body every front returns.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(ErrorBody {
-            error: self.clone(),
-        })
-        .unwrap_or_default()
+        serde_json::to_value(ErrorBody { error: self }).unwrap_or_default()
     }
 }
 
 /// The body of every error response.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    pub error: ToolError,
+pub struct ErrorBody<'a> {
+    pub error: &'a ToolError,
 }
 
 pub type ToolResult<T> = Result<T, ToolError>;

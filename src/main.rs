@@ -1,6 +1,5 @@
 //! The `webpilot` command: `serve` (HTTP), `mcp` (MCP over stdio), `tools` (print definitions),
-//! `call TOOL JSON`,
-//! `crawl URL…` (a batch crawl with a progress bar, results as JSON lines).
+//! `call TOOL JSON`, `crawl URL…` (a batch crawl with a progress bar, results as JSON lines).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

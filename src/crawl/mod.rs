@@ -263,22 +263,35 @@ impl Crawler {
 
     /// Status, results and errors of a task, in the order URLs finished.
     pub fn status(&self, id: &str) -> ToolResult<Value> {
-        let mut summary = self.summary(id)?;
+        let summary = self.summary(id)?;
         let finished = self.store.finished(id).map_err(database_error)?;
-        let (mut results, mut errors) = (Vec::new(), Vec::new());
-        for item in finished {
-            match (item.result, item.error) {
-                (Some(result), _) => {
-                    results.push(json!({"index": item.index, "url": item.url, "result": result}))
-                }
-                (None, error) => {
-                    errors.push(json!({"index": item.index, "url": item.url, "error": error}))
-                }
-            }
+        Ok(with_items(summary, finished))
+    }
+
+    /// Status and the results and errors of URLs from index `from` on, in URL order, as many as
+    /// fit `max_chars` (at least one), plus the index of the first URL left out.
+    pub fn status_page(
+        &self,
+        id: &str,
+        from: usize,
+        max_chars: usize,
+    ) -> ToolResult<(Value, Option<usize>)> {
+        let summary = self.summary(id)?;
+        if summary["total"]
+            .as_u64()
+            .is_some_and(|total| from as u64 > total)
+        {
+            return Err(ToolError::invalid(format!(
+                "field `cursor` points past the task's {} URLs",
+                summary["total"]
+            ))
+            .with_hint("pass the next_cursor of the previous result, or omit cursor"));
         }
-        summary["results"] = json!(results);
-        summary["errors"] = json!(errors);
-        Ok(summary)
+        let (items, next) = self
+            .store
+            .finished_page(id, from, max_chars)
+            .map_err(database_error)?;
+        Ok((with_items(summary, items), next))
     }
 
     /// Task summaries, newest first.
@@ -287,6 +300,24 @@ impl Crawler {
         let summaries: ToolResult<Vec<Value>> = tasks.iter().map(|t| self.summary(&t.id)).collect();
         Ok(json!({ "tasks": summaries? }))
     }
+}
+
+/// `summary` with the items split into `results` and `errors`, in the given order.
+fn with_items(mut summary: Value, items: Vec<store::ItemRow>) -> Value {
+    let (mut results, mut errors) = (Vec::new(), Vec::new());
+    for item in items {
+        match (item.result, item.error) {
+            (Some(result), _) => {
+                results.push(json!({"index": item.index, "url": item.url, "result": result}))
+            }
+            (None, error) => {
+                errors.push(json!({"index": item.index, "url": item.url, "error": error}))
+            }
+        }
+    }
+    summary["results"] = json!(results);
+    summary["errors"] = json!(errors);
+    summary
 }
 
 fn no_such_task(id: &str) -> ToolError {

@@ -181,17 +181,47 @@ impl Store {
             "SELECT idx, url, result, error FROM items
              WHERE task_id = ?1 AND state != 'pending' ORDER BY finished_seq",
         )?;
-        let rows = query.query_map(params![id], |row| {
-            let parse = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
-            Ok(ItemRow {
-                index: count(row, 0)?,
-                url: row.get(1)?,
-                result: parse(row.get(2)?),
-                error: parse(row.get(3)?),
-            })
-        })?;
+        let rows = query.query_map(params![id], item_row)?;
         rows.collect()
     }
+
+    /// Finished items from URL index `from` on, in URL order, while their stored JSON fits
+    /// `max_chars` (at least one), and the index of the first one left out. Rows past the budget
+    /// are not read.
+    pub fn finished_page(
+        &self,
+        id: &str,
+        from: usize,
+        max_chars: usize,
+    ) -> DbResult<(Vec<ItemRow>, Option<usize>)> {
+        let db = self.db();
+        let mut query = db.prepare(
+            "SELECT idx, url, result, error,
+                    length(url) + length(COALESCE(result, error, '')) FROM items
+             WHERE task_id = ?1 AND state != 'pending' AND idx >= ?2 ORDER BY idx",
+        )?;
+        let mut rows = query.query(params![id, from as i64])?;
+        let (mut items, mut used) = (Vec::new(), 0);
+        while let Some(row) = rows.next()? {
+            let cost = count(row, 4)?;
+            if !items.is_empty() && used + cost > max_chars {
+                return Ok((items, Some(count(row, 0)?)));
+            }
+            used += cost;
+            items.push(item_row(row)?);
+        }
+        Ok((items, None))
+    }
+}
+
+fn item_row(row: &rusqlite::Row<'_>) -> DbResult<ItemRow> {
+    let parse = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
+    Ok(ItemRow {
+        index: count(row, 0)?,
+        url: row.get(1)?,
+        result: parse(row.get(2)?),
+        error: parse(row.get(3)?),
+    })
 }
 
 fn task_row(row: &rusqlite::Row<'_>) -> DbResult<TaskRow> {

@@ -15,7 +15,6 @@ use std::time::Duration;
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::app::App;
@@ -33,7 +32,7 @@ pub fn router(app: App) -> Router {
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(
-            token.map(std::sync::Arc::new),
+            token.map(Arc::new),
             auth::require_token,
         ))
         .layer(CatchPanicLayer::custom(panic_response))

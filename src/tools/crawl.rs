@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::open_web_page::FetchMode;
 use super::paging;
@@ -84,47 +84,14 @@ impl Tool for CrawlStatus {
     const DESCRIPTION: &'static str = "A crawl task's status, progress, results and errors.";
 
     async fn run(&self, ctx: &Ctx, args: CrawlStatusArgs) -> ToolResult<ToolOutput> {
-        let status = ctx.crawler.status(args.task_id.trim())?;
-        page(status, args.cursor.as_deref()).map(ToolOutput::json)
-    }
-}
-
-/// The results and errors of URLs from the cursor's index on, in URL order, as many as fit the
-/// default budget (at least one); `next_cursor` (`I12`: URL 12 on) continues. An index rather
-/// than a position, so URLs finishing meanwhile do not shift what the cursor points at.
-fn page(mut status: Value, cursor: Option<&str>) -> ToolResult<Value> {
-    let total = status["total"].as_u64().unwrap_or(0) as usize;
-    let from = paging::parse_cursor(cursor, 'I', total)?;
-    let mut items: Vec<(&str, Value)> = Vec::new();
-    for kind in ["results", "errors"] {
-        if let Value::Array(list) = status[kind].take() {
-            items.extend(list.into_iter().map(|item| (kind, item)));
+        // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
+        let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
+        let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
+        let (mut status, next) = ctx.crawler.status_page(args.task_id.trim(), from, budget)?;
+        status["truncated"] = json!(next.is_some());
+        if let Some(next) = next {
+            status["next_cursor"] = json!(format!("I{next}"));
         }
+        Ok(ToolOutput::json(status))
     }
-    let index = |item: &Value| item["index"].as_u64().unwrap_or(0) as usize;
-    items.retain(|(_, item)| index(item) >= from);
-    items.sort_by_key(|(_, item)| index(item));
-    let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
-    let (mut used, mut next) = (0, None);
-    let (mut results, mut errors) = (Vec::new(), Vec::new());
-    for (taken, (kind, item)) in items.into_iter().enumerate() {
-        let cost = item.to_string().len();
-        if taken > 0 && used + cost > budget {
-            next = Some(index(&item));
-            break;
-        }
-        used += cost;
-        if kind == "results" {
-            results.push(item);
-        } else {
-            errors.push(item);
-        }
-    }
-    status["results"] = json!(results);
-    status["errors"] = json!(errors);
-    status["truncated"] = json!(next.is_some());
-    if let Some(next) = next {
-        status["next_cursor"] = json!(format!("I{next}"));
-    }
-    Ok(status)
 }
