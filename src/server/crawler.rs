@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
-use super::rest::error_response;
+use super::rest::{error_response, parse_body};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
 
@@ -47,14 +47,10 @@ fn respond(result: Result<Value, ToolError>) -> Response {
         (status = 400, description = "INVALID_ARGUMENT or BLOCKED_URL", body = ErrorBody),
         (status = 429, description = "LIMIT", body = ErrorBody),
     ))]
-async fn create(State(app): State<App>, body: Bytes) -> Response {
-    let args = match serde_json::from_slice::<Value>(&body) {
+async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+    let args = match parse_body(body) {
         Ok(args) => args,
-        Err(e) => {
-            return error_response(&ToolError::invalid(format!(
-                "the body is not valid JSON: {e}"
-            )));
-        }
+        Err(error) => return error_response(&error),
     };
     respond(
         app.registry

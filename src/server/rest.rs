@@ -142,7 +142,8 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
     Json(output.json).into_response()
 }
 
-fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
+/// A request body as tool arguments: a JSON object, or nothing (no arguments).
+pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
     let body = body.map_err(|rejection| {
         let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ErrorCode::Limit
