@@ -295,3 +295,56 @@ async fn bad_refs_and_covered_targets_are_clear_errors() {
     assert_eq!(value["value"], "Form!");
     let _ = harness();
 }
+
+/// A form submit only plans its navigation; Chromium starts it (and fires `beforeunload`) in a
+/// later task, which a busy renderer may run after our readiness probes. The page must count as
+/// leaving from the submit on, or a click on "Sign in" can be reported as settled, not navigated.
+#[tokio::test]
+async fn a_planned_form_submission_counts_as_leaving_until_it_starts() {
+    let s = "act-submit";
+    let leaving_after = |submit: &str| {
+        format!(
+            "() => {{ const form = document.querySelector('form'); \
+             form.username.value = 'alice'; form.password.value = 'wonderland'; {submit}; \
+             return __wp.state(null).leavingMs; }}"
+        )
+    };
+    let cases = [
+        ("form.requestSubmit()", true),
+        ("form.submit()", true),
+        (
+            "form.addEventListener('submit', (e) => e.preventDefault()); form.requestSubmit()",
+            false,
+        ),
+        ("form.target = '_blank'; form.requestSubmit()", false),
+    ];
+    for (submit, leaves) in cases {
+        open(s, "login").await;
+        let state = act(
+            s,
+            json!({ "action": "evaluate", "script": leaving_after(submit) }),
+        )
+        .await;
+        assert_eq!(state["value"].is_number(), leaves, "{submit}: {state:#}");
+    }
+    // And end to end: the real click navigates, and the result says so.
+    open(s, "login").await;
+    let lines = element_lines(s).await;
+    act(
+        s,
+        json!({ "action": "type", "ref": ref_of(&lines, "Username"), "text": "alice" }),
+    )
+    .await;
+    act(
+        s,
+        json!({ "action": "type", "ref": ref_of(&lines, "Password"), "text": "wonderland" }),
+    )
+    .await;
+    let signed_in = act(
+        s,
+        json!({ "action": "click", "ref": ref_of(&lines, "Sign in") }),
+    )
+    .await;
+    assert_eq!(signed_in["navigated"], true, "{signed_in:#}");
+    assert_eq!(signed_in["title"], "Account", "{signed_in:#}");
+}

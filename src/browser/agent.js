@@ -90,6 +90,29 @@
   // A navigation away starts here, before CDP reports any loading: remember when.
   let leavingAt = null;
   origAdd.call(window, 'beforeunload', () => { leavingAt = now(); }, true);
+  // Submitting a form only plans its navigation: a task started later runs it (and only then
+  // `beforeunload`), and a busy renderer may answer probes first. From the submit on, the page
+  // counts as leaving, unless a handler cancelled the submit or it navigates elsewhere.
+  const leavesThisFrame = (form, submitter) => {
+    const attr = (own, name) => ((submitter && submitter.getAttribute(own)) || form.getAttribute(name) || '').toLowerCase();
+    const target = attr('formtarget', 'target');
+    const sameFrame = target === '' || target === '_self' || (window === window.top && (target === '_top' || target === '_parent'));
+    return sameFrame && attr('formmethod', 'method') !== 'dialog';
+  };
+  let lastSubmit = null;
+  origAdd.call(window, 'submit', (event) => { lastSubmit = { event, at: now() }; }, true);
+  const origFormSubmit = HTMLFormElement.prototype.submit;
+  HTMLFormElement.prototype.submit = function (...args) {
+    if (leavesThisFrame(this, null)) leavingAt = now();
+    return origFormSubmit.apply(this, args);
+  };
+  // Read after dispatch, when `defaultPrevented` is final.
+  const submittedAt = () => {
+    if (!lastSubmit) return null;
+    const { event, at } = lastSubmit;
+    return !event.defaultPrevented && event.target instanceof HTMLFormElement
+      && leavesThisFrame(event.target, event.submitter) ? at : null;
+  };
   new MutationObserver((records) => {
     if (records.some((r) => r.type !== 'attributes' || r.attributeName !== 'style')) lastMutation = now();
   }).observe(document, { childList: true, subtree: true, characterData: true, attributes: true });
@@ -311,6 +334,8 @@
   }
 
   function state(waitFor) {
+    const submitted = submittedAt();
+    const leaving = leavingAt === null || (submitted !== null && submitted > leavingAt) ? submitted : leavingAt;
     return {
       doc: docId,
       readyState: document.readyState,
@@ -318,7 +343,7 @@
       frames: frames.size,
       requests,
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
-      leavingMs: leavingAt === null ? null : Math.round(now() - leavingAt),
+      leavingMs: leaving === null ? null : Math.round(now() - leaving),
       found: waitFor ? textMatches(waitFor) : null,
     };
   }
