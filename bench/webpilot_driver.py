@@ -54,6 +54,8 @@ from contextlib import AsyncExitStack
 from urllib.parse import urlsplit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The bench pages are served on 127.0.0.1, which webpilot refuses to open unless allowed.
+LOOPBACK_PAGES = ["--fetch-allow", "127.0.0.1"]
 PEER_DIR = os.path.abspath(os.environ.get("WEBPILOT_PEER_DIR")
                            or os.path.join(REPO, "..", "shared", "bench", "peer"))
 if not os.path.exists(os.path.join(PEER_DIR, "bench_common.py")):
@@ -157,7 +159,7 @@ class Webpilot:
             return self
         self.port = free_port()
         self.argv = [self.binary, "--port", str(self.port), "--data-dir", os.path.join(self.workdir, "data"),
-                     *self.extra_args, "serve"]
+                     *LOOPBACK_PAGES, *self.extra_args, "serve"]
         self.log_path = os.path.join(self.workdir, "webpilot.stderr.log")
         self._log = open(self.log_path, "w")
         t0 = time.perf_counter()
@@ -191,7 +193,8 @@ class Webpilot:
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        self.argv = [self.binary, "--data-dir", os.path.join(self.workdir, "data"), *self.extra_args, "mcp"]
+        self.argv = [self.binary, "--data-dir", os.path.join(self.workdir, "data"), *LOOPBACK_PAGES,
+                     *self.extra_args, "mcp"]
         self.log_path = os.path.join(self.workdir, "webpilot.stderr.log")
         self._log = open(self.log_path, "w")
         params = StdioServerParameters(command=self.binary, args=self.argv[1:], cwd=self.workdir)

@@ -438,7 +438,7 @@ impl Config {
                 "crawl limits (max_urls, max_parallel, global_parallel, per_host) must be at least 1"
             );
         }
-        crate::web::policy::UrlPolicy::new(&self.fetch.allow)
+        crate::policy::UrlPolicy::new(&self.fetch.allow)
             .map_err(|e| anyhow::anyhow!("fetch.allow: {e}"))?;
         if let Some(unknown) = self
             .search

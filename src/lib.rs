@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
+//! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
 //! - [`tools`]: the registry and one file per tool (typed args → JSON schema, a short handler).
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
 //!   refs, content. Nothing outside this module names chromiumoxide.
@@ -11,8 +12,8 @@
 //! - [`server`]: axum fronts — REST (`/api/tools`), auth, graceful shutdown.
 //! - [`app`]: wires config, browser and registry together for the server and the CLI.
 //!
-//! Dependencies point one way: `server` → `tools` → `browser` | `web`; all may use `config`
-//! and `error`.
+//! Dependencies point one way: `server` → `tools` → `browser` | `web`; all may use `config`,
+//! `error` and `policy`.
 
 pub mod agent;
 pub mod app;
@@ -21,6 +22,7 @@ pub mod config;
 pub mod crawl;
 pub mod error;
 pub mod metrics;
+pub mod policy;
 pub mod server;
 pub mod tools;
 pub mod web;

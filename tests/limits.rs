@@ -14,7 +14,7 @@ fn limited() -> &'static Harness {
         common::start(webpilot::config::Config {
             max_sessions: 2,
             session_idle_secs: 2,
-            ..Default::default()
+            ..common::loopback_config()
         })
     })
 }

@@ -16,6 +16,7 @@ async fn drive(transport: &str, target: &str) -> Value {
         .arg(script)
         .args([transport, target, &harness().page("spa.html")])
         .env("WEBPILOT_DATA_DIR", data.path())
+        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
         .env("TMPDIR", data.path())
         .output()
         .await

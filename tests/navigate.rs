@@ -234,3 +234,79 @@ async fn new_tab_opens_the_page_beside_the_current_one() {
     assert_eq!(tabs["tabs"].as_array().unwrap().len(), 2);
     assert_eq!(tabs["active"], second["tab"]);
 }
+
+/// The URL policy holds inside the browser: loopback other than the allowed 127.0.0.1 and the
+/// metadata address are refused, whether typed, reached through a redirect, opened in a new tab
+/// or followed from a link. (Host names are judged by their addresses: unit tests in policy.rs.)
+#[tokio::test]
+async fn private_targets_are_blocked_in_the_browser_too() {
+    let s = "nav-policy";
+    let fixtures = &harness().fixtures;
+    let port = fixtures.rsplit(':').next().unwrap();
+    let other_loopback = format!("http://127.0.0.2:{port}/spa.html");
+    let redirected = harness().page(&format!(
+        "web/redirect?to={}",
+        url::form_urlencoded::byte_serialize(other_loopback.as_bytes()).collect::<String>()
+    ));
+    for (target, named) in [
+        (redirected.as_str(), "127.0.0.2"),
+        (other_loopback.as_str(), "127.0.0.2"),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254",
+        ),
+    ] {
+        let refused = fails(
+            "browser_navigate",
+            json!({ "session": s, "target": target }),
+            "BLOCKED_URL",
+        )
+        .await;
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{target}: {refused:#}");
+        assert!(
+            refused["error"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("fetch.allow"),
+            "{refused:#}"
+        );
+    }
+    let new_tab = fails(
+        "browser_tabs",
+        json!({ "session": s, "action": "new", "url": other_loopback }),
+        "BLOCKED_URL",
+    )
+    .await;
+    assert!(
+        new_tab["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.2")
+    );
+    // A link the page offers is refused when followed; the result says why.
+    open(s, "spa.html").await;
+    let add_link = format!(
+        "() => {{ const a = document.createElement('a'); a.href = {other_loopback:?}; \
+         a.textContent = 'Private place'; document.body.prepend(a); }}"
+    );
+    ok(
+        "browser_interact",
+        json!({ "session": s, "action": "evaluate", "script": add_link }),
+    )
+    .await;
+    let link = common::ref_of(&common::element_lines(s).await, "Private place");
+    let clicked = ok(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": link }),
+    )
+    .await;
+    assert!(
+        clicked["blocked"]
+            .as_str()
+            .is_some_and(|b| b.contains("127.0.0.2")),
+        "{clicked:#}"
+    );
+    // The allowed address still opens.
+    assert_eq!(open(s, "spa.html").await["status"], 200);
+}

@@ -42,7 +42,7 @@ async fn a_remote_browser_is_used_through_its_websocket() {
 
     let remote = common::start(webpilot::config::Config {
         browser_ws: Some(ws),
-        ..Default::default()
+        ..common::loopback_config()
     });
     let (status, result) = call_at(
         &remote.api,

@@ -143,7 +143,7 @@ async fn session_header_selects_the_session() {
 async fn a_token_is_required_when_configured() {
     let config = webpilot::config::Config {
         token: Some("s3cret".into()),
-        ..Default::default()
+        ..common::loopback_config()
     };
     let secured = common::start(config);
     let url = format!("{}/api/tools", secured.api);

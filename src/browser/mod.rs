@@ -8,6 +8,7 @@ mod annotate;
 pub use annotate::role_colour;
 mod capture;
 mod content;
+mod guard;
 mod input;
 mod navigation;
 mod pool;

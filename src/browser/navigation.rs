@@ -52,6 +52,7 @@ impl Tab {
         let commits_before = {
             let mut events = lock(&self.events);
             events.document_status = None;
+            events.blocked = None;
             events.main_commits
         };
         let mut failure = self.start_navigation(destination).await?;
@@ -65,12 +66,20 @@ impl Tab {
         };
         let ready = self
             .settle(&goal, || match failure.as_mut().map(|rx| rx.try_recv()) {
-                Some(Ok(Some(error))) => Err(navigation_failed(&error)),
+                // Not sooner: ending at the refusal itself would leave the error page's commit
+                // to land in the next navigation's wait.
+                Some(Ok(Some(error))) => Err(lock(&self.events)
+                    .blocked
+                    .take()
+                    .unwrap_or_else(|| navigation_failed(&error))),
                 _ => Ok(()),
             })
             .await?;
         let (status, error_page) = {
-            let events = lock(&self.events);
+            let mut events = lock(&self.events);
+            if let Some(refusal) = events.blocked.take() {
+                return Err(refusal);
+            }
             (events.document_status, events.error_page)
         };
         if error_page {

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::policy::UrlPolicy;
 
 /// How often the watchdog looks at the browser process (or pings a remote browser).
 const WATCHDOG_INTERVAL_MS: u64 = 250;
@@ -36,6 +37,8 @@ pub struct BrowserPool {
     current: Mutex<Option<Arc<BrowserHandle>>>,
     /// Counts generations; the first launch is generation 1.
     generations: AtomicU64,
+    /// Which documents tabs may load (`fetch.allow`), shared by every generation.
+    policy: Arc<UrlPolicy>,
 }
 
 /// One running (or connected) Chromium.
@@ -59,6 +62,8 @@ pub struct BrowserHandle {
     pub(crate) downloads: Arc<std::sync::Mutex<Vec<Download>>>,
     /// Follows `Browser.downloadWillBegin/Progress`; aborted on drop.
     download_task: JoinHandle<()>,
+    /// Which documents tabs may load; see `guard`.
+    pub(crate) policy: Arc<UrlPolicy>,
 }
 
 /// A file the page started to download.
@@ -84,10 +89,13 @@ impl Drop for BrowserHandle {
 
 impl BrowserPool {
     pub fn new(config: Arc<Config>) -> Self {
+        // The allow-list was validated with the configuration; an empty one is the strictest.
+        let policy = Arc::new(UrlPolicy::new(&config.fetch.allow).unwrap_or_default());
         Self {
             config,
             current: Mutex::new(None),
             generations: AtomicU64::new(0),
+            policy,
         }
     }
 
@@ -188,6 +196,7 @@ impl BrowserPool {
             cdp_timeout,
             downloads,
             download_task,
+            policy: self.policy.clone(),
         })
     }
 

@@ -56,6 +56,8 @@ pub(crate) struct TabEvents {
     pub next_dialog: Option<DialogAnswer>,
     /// The main frame is loading a new document (set on start, cleared on stop).
     pub main_loading: bool,
+    /// Why the URL policy refused the main frame's latest document request, until taken.
+    pub blocked: Option<ToolError>,
 }
 
 /// A caller's choice for the next JS dialog.
@@ -249,6 +251,8 @@ async fn spawn_watcher(
     let mut loading_stopped = browser
         .cdp(subscribe, page.event_listener::<EventFrameStoppedLoading>())
         .await?;
+    let mut paused = super::guard::guard_documents(page, browser).await?;
+    let policy = browser.policy.clone();
     // Chromium names a page's main frame after its target.
     let main_frame = page.target_id().inner().clone();
     let mut dialogs = browser
@@ -295,6 +299,11 @@ async fn spawn_watcher(
                     if *event.frame_id.inner() == main_frame {
                         lock(&events).main_loading = false;
                     }
+                }
+                Some(event) = paused.next() => {
+                    // Resolving a host name may take a while; other events must not wait.
+                    let answer = super::guard::answer(page.clone(), policy.clone(), events.clone(), main_frame.clone(), event);
+                    tokio::spawn(answer);
                 }
                 Some(event) = dialogs.next() => {
                     let answer = lock(&events).next_dialog.take();

@@ -129,6 +129,9 @@ impl Tool for Interact {
             if !aftermath.downloads.is_empty() {
                 extra["downloads"] = json!(aftermath.downloads);
             }
+            if let Some(blocked) = aftermath.blocked {
+                extra["blocked"] = json!(blocked);
+            }
             if let Some(changes) = changes {
                 extra["elements_added"] = json!(changes.added.len());
                 extra["elements_removed"] = json!(changes.removed);

@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::charset;
-use super::policy::UrlPolicy;
 use crate::config::{FetchConfig, SearchConfig};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::policy::UrlPolicy;
 
 /// A fetched response, body possibly cut at the size cap.
 #[derive(Debug, Clone)]

@@ -6,7 +6,6 @@ pub mod charset;
 pub mod client;
 pub mod extract;
 pub mod markdown;
-pub mod policy;
 pub mod search;
 pub mod sections;
 pub mod shell;

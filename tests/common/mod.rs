@@ -36,7 +36,15 @@ static HARNESS: OnceLock<Harness> = OnceLock::new();
 
 /// The binary's shared harness, started on first use.
 pub fn harness() -> &'static Harness {
-    HARNESS.get_or_init(|| start(Config::default()))
+    HARNESS.get_or_init(|| start(loopback_config()))
+}
+
+/// The default configuration with the fixture servers' address allowed: the URL policy refuses
+/// loopback targets otherwise, to fetches and browser documents alike.
+pub fn loopback_config() -> Config {
+    let mut config = Config::default();
+    config.fetch.allow = vec!["127.0.0.1".into()];
+    config
 }
 
 /// Every service started by this test binary; their browsers are killed when it exits, since
@@ -404,6 +412,7 @@ pub fn spawn_service_with(
         .arg("serve")
         .env("TMPDIR", tmp_dir)
         .env("WEBPILOT_LOG", "info")
+        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
         .envs(env.iter().copied())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

@@ -293,10 +293,9 @@ async fn typed(Path(kind): Path<String>) -> Response {
 }
 
 /// A configuration whose browserless side talks to this fixture server: search backends at
-/// `fixtures`, 127.0.0.1 (only) allowed for fetches, short timeouts.
+/// `fixtures`, 127.0.0.1 (only) allowed, short timeouts.
 pub fn config(fixtures: &str) -> webpilot::config::Config {
-    let mut config = webpilot::config::Config::default();
-    config.fetch.allow = vec!["127.0.0.1".into()];
+    let mut config = super::loopback_config();
     config.fetch.read_timeout_ms = 1_000;
     config.fetch.total_timeout_ms = 8_000;
     config.search.duckduckgo_url = format!("{fixtures}/ddg/html/");
