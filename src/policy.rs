@@ -4,7 +4,7 @@
 //!
 //! Host names are judged by the addresses they resolve to: at connect time for fetches (see
 //! `web::client::GuardedResolver`), so a name that later resolves to 127.0.0.1 is still
-//! refused; when the request is paused for the browser (`resolve_and_check`).
+//! refused; when a document request is paused for the browser (`browser::guard`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -80,26 +80,6 @@ impl UrlPolicy {
                  fetch.allow (WEBPILOT_FETCH_ALLOW)",
             ))
         }
-    }
-}
-
-impl UrlPolicy {
-    /// The whole check for a URL that someone else will resolve again (the browser): scheme,
-    /// then every address the host resolves to, since Chromium may connect to any of them. A
-    /// name that does not resolve passes: its request fails on its own, with the DNS error.
-    pub async fn resolve_and_check(&self, url: &Url) -> Result<(), ToolError> {
-        self.check_url(url)?;
-        let Some(Host::Domain(name)) = url.host() else {
-            return Ok(());
-        };
-        let port = url.port_or_known_default().unwrap_or(80);
-        let Ok(addresses) = tokio::net::lookup_host((name, port)).await else {
-            return Ok(());
-        };
-        for address in addresses {
-            self.check_addr(url.as_str(), Some(name), address.ip())?;
-        }
-        Ok(())
     }
 }
 
@@ -206,20 +186,5 @@ mod tests {
                 .check_url(&Url::parse("https://example.org/").unwrap())
                 .is_ok()
         );
-    }
-
-    #[tokio::test]
-    async fn names_are_judged_by_the_addresses_they_resolve_to() {
-        let local = Url::parse("http://localhost:9/").unwrap();
-        let strict = UrlPolicy::default();
-        let refused = strict.resolve_and_check(&local).await.unwrap_err();
-        assert_eq!(refused.code, ErrorCode::BlockedUrl);
-        assert!(refused.message.contains("localhost"), "{}", refused.message);
-        let by_name = UrlPolicy::new(&["localhost".into()]).unwrap();
-        assert!(by_name.resolve_and_check(&local).await.is_ok());
-        let unknown = Url::parse("http://no-such-host.invalid/").unwrap();
-        assert!(strict.resolve_and_check(&unknown).await.is_ok());
-        let scheme = Url::parse("file:///etc/passwd").unwrap();
-        assert!(strict.resolve_and_check(&scheme).await.is_err());
     }
 }

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 
+use super::guard::DocumentGuard;
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
@@ -38,7 +39,7 @@ pub struct BrowserPool {
     /// Counts generations; the first launch is generation 1.
     generations: AtomicU64,
     /// Which documents tabs may load (`fetch.allow`), shared by every generation.
-    policy: Arc<UrlPolicy>,
+    guard: Arc<DocumentGuard>,
 }
 
 /// One running (or connected) Chromium.
@@ -62,8 +63,8 @@ pub struct BrowserHandle {
     pub(crate) downloads: Arc<std::sync::Mutex<Vec<Download>>>,
     /// Follows `Browser.downloadWillBegin/Progress`; aborted on drop.
     download_task: JoinHandle<()>,
-    /// Which documents tabs may load; see `guard`.
-    pub(crate) policy: Arc<UrlPolicy>,
+    /// Which documents tabs may load.
+    pub(crate) guard: Arc<DocumentGuard>,
 }
 
 /// A file the page started to download.
@@ -90,12 +91,12 @@ impl Drop for BrowserHandle {
 impl BrowserPool {
     pub fn new(config: Arc<Config>) -> Self {
         // The allow-list was validated with the configuration; an empty one is the strictest.
-        let policy = Arc::new(UrlPolicy::new(&config.fetch.allow).unwrap_or_default());
+        let policy = UrlPolicy::new(&config.fetch.allow).unwrap_or_default();
         Self {
             config,
             current: Mutex::new(None),
             generations: AtomicU64::new(0),
-            policy,
+            guard: Arc::new(DocumentGuard::new(policy)),
         }
     }
 
@@ -196,7 +197,7 @@ impl BrowserPool {
             cdp_timeout,
             downloads,
             download_task,
-            policy: self.policy.clone(),
+            guard: self.guard.clone(),
         })
     }
 

@@ -252,7 +252,7 @@ async fn spawn_watcher(
         .cdp(subscribe, page.event_listener::<EventFrameStoppedLoading>())
         .await?;
     let mut paused = super::guard::guard_documents(page, browser).await?;
-    let policy = browser.policy.clone();
+    let guard = browser.guard.clone();
     // Chromium names a page's main frame after its target.
     let main_frame = page.target_id().inner().clone();
     let mut dialogs = browser
@@ -302,7 +302,7 @@ async fn spawn_watcher(
                 }
                 Some(event) = paused.next() => {
                     // Resolving a host name may take a while; other events must not wait.
-                    let answer = super::guard::answer(page.clone(), policy.clone(), events.clone(), main_frame.clone(), event);
+                    let answer = super::guard::answer(page.clone(), guard.clone(), events.clone(), main_frame.clone(), event);
                     tokio::spawn(answer);
                 }
                 Some(event) = dialogs.next() => {
