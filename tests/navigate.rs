@@ -272,6 +272,8 @@ async fn private_targets_are_blocked_in_the_browser_too() {
             "{refused:#}"
         );
     }
+    open(s, "spa.html").await;
+    let tabs_before = ok("browser_tabs", json!({ "session": s })).await;
     let new_tab = fails(
         "browser_tabs",
         json!({ "session": s, "action": "new", "url": other_loopback }),
@@ -284,8 +286,13 @@ async fn private_targets_are_blocked_in_the_browser_too() {
             .unwrap()
             .contains("127.0.0.2")
     );
+    let tabs_after = ok("browser_tabs", json!({ "session": s })).await;
+    assert_eq!(
+        (&tabs_after["tabs"], &tabs_after["active"]),
+        (&tabs_before["tabs"], &tabs_before["active"]),
+        "a refused `new` leaves no tab behind"
+    );
     // A link the page offers is refused when followed; the result says why.
-    open(s, "spa.html").await;
     let add_link = format!(
         "() => {{ const a = document.createElement('a'); a.href = {other_loopback:?}; \
          a.textContent = 'Private place'; document.body.prepend(a); }}"

@@ -62,10 +62,23 @@ impl Tool for Tabs {
             Action::New => {
                 let url = args.url.as_deref().map(checked_url).transpose()?;
                 let timeout = Duration::from_millis(ctx.config.navigation_timeout_ms);
+                let previous = session.active_id().map(str::to_string);
                 let tab = session.open_tab("about:blank").await?;
                 if let Some(url) = url {
-                    let arrival = tab.navigate(Destination::Url(url), None, timeout).await?;
-                    extra = json!({ "status": arrival.status, "ready": arrival.ready });
+                    let id = tab.id.clone();
+                    match tab.navigate(Destination::Url(url), None, timeout).await {
+                        Ok(arrival) => {
+                            extra = json!({ "status": arrival.status, "ready": arrival.ready });
+                        }
+                        Err(error) => {
+                            // A refused or failed `new` leaves the tabs as they were.
+                            session.close_tab(&id).await?;
+                            if let Some(previous) = previous {
+                                session.switch_to(&previous)?;
+                            }
+                            return Err(error);
+                        }
+                    }
                 }
             }
             Action::Switch => {
