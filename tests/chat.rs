@@ -296,3 +296,60 @@ async fn a_client_that_disconnects_stops_the_loop() {
         1
     );
 }
+
+/// The vision path: a vision model gets the screenshot as a PNG image part after the tool result;
+/// a text-only model gets only the result, which says the image was not shown.
+#[tokio::test]
+async fn screenshots_reach_a_vision_model_as_images_and_a_text_model_as_a_note() {
+    use base64::Engine;
+    let harness = service();
+    for vision in [true, false] {
+        let llm = webpilot::config::LlmConfig {
+            vision,
+            ..harness.app.config.llm.clone()
+        };
+        let agent = webpilot::agent::Agent::new(&llm, harness.app.registry.clone()).unwrap();
+        let request: webpilot::agent::ChatRequest = serde_json::from_value(json!({
+            "messages": [{"role": "user", "content": "look"}],
+            "session": format!("chat-look-{vision}"),
+        }))
+        .unwrap();
+        let transcript = harness.block_on(async move {
+            let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
+            agent.run(request, events).await
+        });
+        let tool_result = transcript.iter().find(|m| m["role"] == "tool").unwrap();
+        let note = if vision {
+            "attached below"
+        } else {
+            "not shown (text-only model)"
+        };
+        assert!(
+            tool_result["content"].as_str().unwrap().contains(note),
+            "{tool_result:#}"
+        );
+        let images: Vec<&str> = transcript
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter_map(|part| part["image_url"]["url"].as_str())
+            .collect();
+        assert_eq!(images.len(), usize::from(vision), "{transcript:#?}");
+        if let Some(url) = images.first() {
+            let data = url.strip_prefix("data:image/png;base64,").unwrap();
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap();
+            assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+        }
+        let answer = transcript.last().unwrap();
+        assert_eq!(answer["role"], "assistant");
+        let expected = if vision {
+            "I see the page."
+        } else {
+            "I see nothing."
+        };
+        assert_eq!(answer["content"], expected, "{answer:#}");
+    }
+}

@@ -434,6 +434,17 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             let told = tool_results[0].contains("NO_SUCH_TOOL");
             sse(answer(&[if told { "That tool does not exist." } else { "no error seen" }]))
         }
+        ("look", 0) => sse(finished(tool_call_chunks(0, "call_look", "browser_screenshot", "{}"), "tool_calls")),
+        ("look", _) => {
+            // A vision model gets the picture as an image part of a user message.
+            let pictured = messages.iter().any(|m| {
+                m["role"] == "user"
+                    && m["content"].as_array().is_some_and(|parts| {
+                        parts.iter().any(|p| p["type"] == "image_url" && p["image_url"]["url"].as_str().is_some_and(|u| u.starts_with("data:image/png;base64,")))
+                    })
+            });
+            sse(answer(&[if pictured { "I see the page." } else { "I see nothing." }]))
+        }
         ("forever", n) => sse(finished(tool_call_chunks(0, &format!("call_{n}"), "web_search", r#"{"query": "graph database", "backend": "duckduckgo", "max_results": 1}"#), "tool_calls")),
         ("busy", _) if calls_so_far == 1 => (
             StatusCode::TOO_MANY_REQUESTS,
