@@ -236,21 +236,32 @@ async fn new_tab_opens_the_page_beside_the_current_one() {
 }
 
 /// The URL policy holds inside the browser: loopback other than the allowed 127.0.0.1 and the
-/// metadata address are refused, whether typed, reached through a redirect, opened in a new tab
-/// or followed from a link. (Host names are judged by their addresses: unit tests in policy.rs.)
+/// metadata address are refused, whether typed, reached through a redirect, opened in a new tab,
+/// followed from a link or loaded in a frame. (Host names are judged by their addresses: unit
+/// tests in browser/guard.rs.)
 #[tokio::test]
 async fn private_targets_are_blocked_in_the_browser_too() {
     let s = "nav-policy";
-    let fixtures = &harness().fixtures;
-    let port = fixtures.rsplit(':').next().unwrap();
-    let other_loopback = format!("http://127.0.0.2:{port}/spa.html");
+    // A listener on the refused address: any connection Chromium made would wait in its backlog.
+    let trap = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let untouched = |step: &str| {
+        let reached = trap.accept().map(|(_, peer)| peer);
+        assert!(
+            reached
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "{step}: something connected to the refused address: {reached:?}"
+        );
+    };
+    let other_loopback = format!("http://{}/spa.html", trap.local_addr().unwrap());
     let redirected = harness().page(&format!(
         "web/redirect?to={}",
         url::form_urlencoded::byte_serialize(other_loopback.as_bytes()).collect::<String>()
     ));
     for (target, named) in [
-        (redirected.as_str(), "127.0.0.2"),
         (other_loopback.as_str(), "127.0.0.2"),
+        (redirected.as_str(), "127.0.0.2"),
         (
             "http://169.254.169.254/latest/meta-data/",
             "169.254.169.254",
@@ -271,6 +282,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
                 .contains("fetch.allow"),
             "{refused:#}"
         );
+        untouched(target);
     }
     open(s, "spa.html").await;
     let tabs_before = ok("browser_tabs", json!({ "session": s })).await;
@@ -292,6 +304,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
         (&tabs_before["tabs"], &tabs_before["active"]),
         "a refused `new` leaves no tab behind"
     );
+    untouched("new tab");
     // A link the page offers is refused when followed; the result says why.
     let add_link = format!(
         "() => {{ const a = document.createElement('a'); a.href = {other_loopback:?}; \
@@ -314,6 +327,22 @@ async fn private_targets_are_blocked_in_the_browser_too() {
             .is_some_and(|b| b.contains("127.0.0.2")),
         "{clicked:#}"
     );
+    untouched("link");
+    // A frame the page adds is refused too; the page itself stays.
+    open(s, "spa.html").await;
+    let add_frame = format!(
+        "() => new Promise((done) => {{ const frame = document.createElement('iframe'); \
+         frame.onload = () => done('loaded'); frame.src = {other_loopback:?}; \
+         document.body.append(frame); setTimeout(() => done('no load event'), 5000); }})"
+    );
+    let framed = ok(
+        "browser_interact",
+        json!({ "session": s, "action": "evaluate", "script": add_frame }),
+    )
+    .await;
+    assert_eq!(framed["value"], "loaded", "{framed:#}");
+    assert!(framed["url"].as_str().unwrap().ends_with("/spa.html"));
+    untouched("frame");
     // The allowed address still opens.
     assert_eq!(open(s, "spa.html").await["status"], 200);
 }

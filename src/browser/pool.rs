@@ -209,7 +209,9 @@ impl BrowserPool {
         let tmp = dir.path().join("tmp");
         std::fs::create_dir_all(&tmp)
             .map_err(|e| unavailable(format!("cannot create the browser's TMPDIR: {e}")))?;
-        let config = launch_config(&self.config, dir.path().join("profile"), tmp)?;
+        let profile = dir.path().join("profile");
+        write_preferences(&profile)?;
+        let config = launch_config(&self.config, profile, tmp)?;
         let (browser, handler) = Browser::launch(config).await.map_err(|e| {
             unavailable(format!(
                 "cannot launch {}: {e}",
@@ -219,6 +221,18 @@ impl BrowserPool {
         })?;
         Ok((browser, handler, dir))
     }
+}
+
+/// Profile preferences Chromium has no flag for. No network prediction: Chromium would otherwise
+/// open a connection to a navigation's host while the URL guard still holds the request, so a
+/// refused private address would be contacted (though never sent a request).
+const PREFERENCES: &str = r#"{"net": {"network_prediction_options": 2}}"#;
+
+fn write_preferences(profile: &std::path::Path) -> ToolResult<()> {
+    let default = profile.join("Default");
+    std::fs::create_dir_all(&default)
+        .and_then(|()| std::fs::write(default.join("Preferences"), PREFERENCES))
+        .map_err(|e| unavailable(format!("cannot write the browser profile: {e}")))
 }
 
 /// Environment variable that turns the `webpilot` binary into a Chromium launcher: it asks the
