@@ -29,7 +29,8 @@ impl App {
     pub fn new(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
         let web = Arc::new(WebService::new(&config)?);
-        let browser = BrowserService::new(config.clone());
+        // One URL policy for both sides, parsed once by the web client.
+        let browser = BrowserService::new(config.clone(), web.client.policy().clone());
         browser.spawn_reaper();
         let fetcher = Arc::new(Fetcher {
             config: config.clone(),

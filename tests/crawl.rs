@@ -27,6 +27,21 @@ fn service() -> &'static Harness {
     SERVICE.get_or_init(crawl_service)
 }
 
+/// Starts a crawl with `args`, waits (up to `limit`) until it completed, returns its task id.
+async fn crawl_to_completion(api: &str, args: Value, limit: Duration) -> String {
+    let (status, created) = call_at(api, "crawl_batch", args).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("the task to complete", limit, || {
+        let id = id.clone();
+        async move {
+            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
+        }
+    })
+    .await;
+    id
+}
+
 /// crawl_status followed through its cursors: the pages, each checked, in order.
 async fn all_pages(api: &str, id: &str) -> Vec<Value> {
     let mut pages: Vec<Value> = Vec::new();
@@ -198,21 +213,8 @@ async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
 async fn tools_check_their_arguments() {
     let harness = service();
     let api = &harness.api;
-    let (status, body) = call_at(
-        api,
-        "crawl_batch",
-        json!({"urls": [harness.page("crawl/page/1")], "parallel": 2}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body:#}");
-    let id = body["task_id"].as_str().unwrap().to_string();
-    eventually("the task to complete", Duration::from_secs(20), || {
-        let id = id.clone();
-        async move {
-            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
-        }
-    })
-    .await;
+    let args = json!({"urls": [harness.page("crawl/page/1")], "parallel": 2});
+    let id = crawl_to_completion(api, args, Duration::from_secs(20)).await;
     let (_, status) = call_at(api, "crawl_status", json!({"task_id": id})).await;
     assert_eq!(status["results"][0]["result"]["title"], "Page 1");
 
@@ -342,16 +344,7 @@ async fn crawl_status_pages_long_results() {
     let urls: Vec<String> = (0..4)
         .map(|n| harness.page(&format!("article.html?copy={n}")))
         .collect();
-    let (status, created) = call_at(api, "crawl_batch", json!({"urls": urls})).await;
-    assert_eq!(status, 200, "{created:#}");
-    let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("the task to complete", Duration::from_secs(30), || {
-        let id = id.clone();
-        async move {
-            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
-        }
-    })
-    .await;
+    let id = crawl_to_completion(api, json!({"urls": urls}), Duration::from_secs(30)).await;
     let pages = all_pages(api, &id).await;
     assert!(pages.len() > 1, "four long articles do not fit one page");
     assert!(pages.iter().all(|page| page["total"] == 4));

@@ -335,7 +335,7 @@
 
   function state(waitFor) {
     const submitted = submittedAt();
-    const leaving = leavingAt === null || (submitted !== null && submitted > leavingAt) ? submitted : leavingAt;
+    const leaving = submitted === null ? leavingAt : Math.max(submitted, leavingAt ?? submitted);
     return {
       doc: docId,
       readyState: document.readyState,

@@ -89,9 +89,7 @@ impl Drop for BrowserHandle {
 }
 
 impl BrowserPool {
-    pub fn new(config: Arc<Config>) -> Self {
-        // The allow-list was validated with the configuration; an empty one is the strictest.
-        let policy = UrlPolicy::new(&config.fetch.allow).unwrap_or_default();
+    pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Self {
         Self {
             config,
             current: Mutex::new(None),

@@ -21,6 +21,7 @@ use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::policy::UrlPolicy;
 
 /// The browser side of the service: the pool and the sessions living in it.
 pub struct BrowserService {
@@ -67,9 +68,10 @@ pub struct TabInfo {
 }
 
 impl BrowserService {
-    pub fn new(config: Arc<Config>) -> Arc<Self> {
+    /// `policy` decides which documents tabs may load (see `guard`).
+    pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Arc<Self> {
         Arc::new(Self {
-            pool: BrowserPool::new(config.clone()),
+            pool: BrowserPool::new(config.clone(), policy),
             config,
             sessions: Mutex::new(HashMap::new()),
         })

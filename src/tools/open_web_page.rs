@@ -22,7 +22,6 @@ use crate::web::client::Fetched;
 use crate::web::extract::{self, ExtractKind, Extracted, TextFormat};
 use crate::web::{WebService, shell};
 
-/// Default token budget of one slice of content.
 /// The browser session that renders pages for this tool, apart from agents' own sessions.
 const RENDER_SESSION: &str = "_open_web_page";
 

@@ -12,7 +12,6 @@ use crate::browser::{Form, Scope, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::web::{markdown, sections};
 
-/// Default token budget of one read.
 /// Most matches `find` reports.
 const MAX_FIND_HITS: usize = 50;
 
