@@ -56,17 +56,23 @@ const FURNITURE_CLASS_WORDS: [&str; 44] = [
     "sidebar",
 ];
 
-/// Short blocks opening like this are captions, credits, datelines or calls to action.
-const FURNITURE_OPENINGS: [&str; 34] = [
-    "by ",
-    "photo:",
-    "photo by",
-    "photograph:",
-    "image:",
-    "(image",
+/// Openings that never start prose: short blocks opening like this are furniture.
+const FURNITURE_PHRASES: [&str; 5] = [
     "image copyright",
     "image caption",
     "media playback",
+    "(image",
+    "©",
+];
+
+/// Openings of attributions ("By Jane Doe", "Photo: John Smith / Getty Images"): furniture only
+/// when names follow, never for a sentence like "By noon the river had risen two metres."
+const ATTRIBUTION_OPENINGS: [&str; 5] = ["by ", "photo:", "photo by ", "photograph:", "image:"];
+
+/// Openings of labels and calls to action ("Read more", "Share this:", "Loading…"): furniture
+/// only when the block is the label itself (alone, before a colon or arrow, a link, or a few
+/// words that make no sentence), never for "Read more than 300 pages of testimony."
+const LABEL_OPENINGS: [&str; 25] = [
     "sharing is caring",
     "share this",
     "continue reading",
@@ -79,8 +85,6 @@ const FURNITURE_OPENINGS: [&str; 34] = [
     "about the author",
     "order reprints",
     "copyright",
-    "©",
-    "source:",
     "also on ",
     "more from ",
     "loading",
@@ -92,6 +96,66 @@ const FURNITURE_OPENINGS: [&str; 34] = [
     "get the latest",
     "listen:",
     "download:",
+    "print this",
+    "source:",
+];
+
+/// Words that make a short block a call to sign up, whatever it opens with.
+const SIGNUP_WORDS: [&str; 4] = ["newsletter", "inbox", "subscribe", "sign up"];
+
+/// Words a list of names may hold besides the names ("By Jane Doe and John Smith for the
+/// Guardian").
+const NAME_PARTICLES: [&str; 19] = [
+    "and", "&", "the", "of", "for", "via", "with", "de", "van", "von", "der", "den", "la", "le",
+    "da", "di", "del", "du", "courtesy",
+];
+
+/// Words of times and relative dates ("10:01 pm", "3 hours ago").
+const TIME_WORDS: [&str; 21] = [
+    "am", "pm", "a.m.", "p.m.", "ago", "min", "mins", "minute", "minutes", "hr", "hrs", "hour",
+    "hours", "day", "days", "week", "weeks", "month", "months", "year", "years",
+];
+
+/// Words between the parts of a dateline ("Updated on Tuesday at 10:01 pm by Jane Doe").
+const DATE_CONNECTORS: [&str; 6] = ["on", "at", "by", "the", "of", "and"];
+
+/// Month and weekday names: a date, not a name ("By Tuesday, officials had agreed").
+const CALENDAR_WORDS: [&str; 26] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "today",
+    "yesterday",
+];
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
 ];
 
 /// First words of a dateline ("Updated 10:01 pm PST, Tuesday, November 19, 2019").
@@ -105,16 +169,23 @@ const DATE_WORDS: [&str; 6] = [
 ];
 
 /// Picture credits, wherever they sit in a caption.
-const CREDIT_MARKS: [&str; 8] = [
+const CREDIT_MARKS: [&str; 6] = [
     "getty images",
     "ap photo",
     "(photo",
-    "photo:",
     "image credit",
     "(reuters",
     "shutterstock",
-    "photo by ",
 ];
+
+/// Credits that name a photographer where a caption's sentence ends ("A road in Kent.
+/// Photo: John Smith"); inside a sentence ("The photo by Ansel Adams hangs…") they are prose.
+const CREDIT_OPENINGS: [&str; 2] = ["photo:", "photo by "];
+
+/// A label is at most this many words when nothing else marks it.
+const LABEL_WORDS: usize = 6;
+/// Share of a dateline's words that must be date words, numbers or names.
+const DATELINE_SHARE: f64 = 0.7;
 
 /// How contact lines open ("Email Jane at jane@example.com", "Write to Al at …").
 const CONTACT_OPENINGS: [&str; 6] = [
@@ -149,6 +220,13 @@ pub fn prune(doc: &Document) {
         .filter(|node| node.is_element() && is_furniture(node, total_words))
         .collect();
     for node in doomed {
+        if std::env::var_os("WP_PRUNE_DEBUG").is_some() {
+            eprintln!(
+                "PRUNE <{}> {:?}",
+                node.node_name().unwrap_or_default(),
+                node.text().chars().take(120).collect::<String>()
+            );
+        }
         node.remove_from_parent();
     }
 }
@@ -162,7 +240,7 @@ fn is_furniture(node: &NodeRef, total_words: usize) -> bool {
     if matches!(name, "html" | "head" | "body") {
         return false;
     }
-    let marked = has_furniture_class(node);
+    let marked = has_furniture_class(node) || names_an_author(node);
     if !marked && !is_text_block(name) {
         return false;
     }
@@ -176,11 +254,12 @@ fn is_furniture(node: &NodeRef, total_words: usize) -> bool {
     }
     match name {
         "ul" | "ol" => is_headline_list(node, words),
+        "header" => is_dated_header(node, words),
         "time" => words <= SHORT_BLOCK_WORDS,
         _ => {
             is_link_line(node, name, words)
                 || is_credit(name, &text, words)
-                || (words <= SHORT_BLOCK_WORDS && reads_like_furniture(&text))
+                || (words <= SHORT_BLOCK_WORDS && reads_like_furniture(node, &text, words))
                 || (words <= CONTACT_BLOCK_WORDS && is_contact_line(&text))
         }
     }
@@ -211,6 +290,21 @@ fn is_text_block(name: &str) -> bool {
     )
 }
 
+/// Microdata or link relations that say "this is the author": `itemprop=author`, `rel=author`.
+fn names_an_author(node: &NodeRef) -> bool {
+    let says_author = |n: &NodeRef, attribute: &str| {
+        n.attr(attribute).is_some_and(|value| {
+            value
+                .split_whitespace()
+                .any(|v| v.eq_ignore_ascii_case("author"))
+        })
+    };
+    says_author(node, "itemprop")
+        || node
+            .descendants_it()
+            .any(|n| n.node_name().as_deref() == Some("a") && says_author(&n, "rel"))
+}
+
 fn has_furniture_class(node: &NodeRef) -> bool {
     // Ids are often slugs of headings ("sharing-with-a-team"), so only classes count.
     node.attr("class").is_some_and(|classes| {
@@ -236,6 +330,24 @@ fn words_of_identifier(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
+/// An article's own header left inside its text: its date, headings (headline, dek) and
+/// little else. A header with a paragraph of its own keeps it.
+fn is_dated_header(node: &NodeRef, words: usize) -> bool {
+    let in_headings: usize = node
+        .descendants_it()
+        .filter(|n| {
+            n.node_name().is_some_and(|name| {
+                matches!(name.as_ref(), "h1" | "h2" | "h3" | "h4" | "h5" | "h6")
+            })
+        })
+        .map(|heading| word_count(&heading.text()))
+        .sum();
+    words.saturating_sub(in_headings) <= SHORT_BLOCK_WORDS
+        && node
+            .descendants_it()
+            .any(|n| n.node_name().as_deref() == Some("time"))
+}
+
 /// A list of long links: related stories. Short-link lists are tables of contents, "see also"
 /// lists and references, which articles keep.
 fn is_headline_list(node: &NodeRef, words: usize) -> bool {
@@ -258,6 +370,14 @@ fn is_credit(name: &str, text: &str, words: usize) -> bool {
     }
     let lower = text.to_lowercase();
     CREDIT_MARKS.iter().any(|mark| lower.contains(mark))
+        || CREDIT_OPENINGS.iter().any(|opening| {
+            lower.match_indices(opening).any(|(at, _)| {
+                let before = lower[..at].trim_end();
+                let after_sentence = before.is_empty()
+                    || before.ends_with(['.', '|', '/', '(', '–', '—', '-', ':', ';']);
+                after_sentence && names_follow(&text[at + opening.len()..])
+            })
+        })
 }
 
 /// Words inside links below `node`.
@@ -268,20 +388,128 @@ fn linked_words(node: &NodeRef) -> usize {
         .sum()
 }
 
-fn reads_like_furniture(text: &str) -> bool {
-    let lower = text.trim().to_lowercase();
-    if FURNITURE_OPENINGS
+/// A short block that is an attribution, a label or a dateline by its shape, not merely by
+/// its first word.
+fn reads_like_furniture(node: &NodeRef, text: &str, words: usize) -> bool {
+    let trimmed = text.trim();
+    let lower = trimmed.to_lowercase();
+    if FURNITURE_PHRASES
         .iter()
-        .any(|opening| lower.starts_with(opening))
+        .any(|phrase| lower.starts_with(phrase))
     {
         return true;
     }
-    // A dateline opens with its verb: "Updated 10:01 pm", "Published: Nov 19".
-    let first_word = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .find(|w| !w.is_empty());
-    lower.chars().any(|c| c.is_ascii_digit())
-        && first_word.is_some_and(|word| DATE_WORDS.contains(&word))
+    // The openings are ASCII, so their length is the same in `trimmed`.
+    let rest_after = |opening: &str| &trimmed[opening.len()..];
+    if let Some(opening) = ATTRIBUTION_OPENINGS.iter().find(|o| lower.starts_with(*o)) {
+        let rest = rest_after(opening);
+        return names_follow(rest) || !rest.chars().any(char::is_alphanumeric);
+    }
+    if let Some(opening) = LABEL_OPENINGS.iter().find(|o| lower.starts_with(*o)) {
+        return is_label(rest_after(opening), trimmed, words, node);
+    }
+    is_dateline(trimmed)
+}
+
+/// What follows a label's opening leaves it a label: nothing, a symbol or number ("©",
+/// "2019"), a colon or arrow before a title, a link, a sign-up call, or a few words that make
+/// no sentence.
+fn is_label(rest: &str, text: &str, words: usize, node: &NodeRef) -> bool {
+    let rest = rest.trim_start();
+    let lower = text.to_lowercase();
+    let sentence = text.ends_with('.') && !text.ends_with("..");
+    rest.chars()
+        .next()
+        .is_none_or(|c| (!c.is_alphabetic() && !matches!(c, '"' | '\'' | '“' | '‘')) || c == 'ⓒ')
+        || linked_words(node) as f64 >= words as f64 * LINK_LINE_SHARE
+        || SIGNUP_WORDS.iter().any(|word| lower.contains(word))
+        || (words <= LABEL_WORDS && !sentence)
+}
+
+/// The text starts with a short list of names, up to a separator or a date ("Jane Doe and John
+/// Smith, Reuters", "Justine Coleman - 11/18/19 11:04 PM EST"): capitalised words and the
+/// particles between them; a date after them must be all date.
+fn names_follow(text: &str) -> bool {
+    let is_name = |word: &str| word.chars().next().is_some_and(char::is_uppercase);
+    let mut names = 0;
+    let mut words = text.split_whitespace().peekable();
+    while let Some(raw) = words.next() {
+        let word = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '&');
+        if word.is_empty() {
+            continue;
+        }
+        // "Jan Novak", "June Carter": a month is a name unless a number goes with it.
+        let month_of_a_date = is_calendar_word(&word.to_lowercase())
+            && !WEEKDAYS.contains(&word.to_lowercase().as_str())
+            && !words
+                .peek()
+                .is_some_and(|next| next.starts_with(|c: char| c.is_ascii_digit()));
+        if is_date_word(word) && !month_of_a_date {
+            // The dateline after the names: all of it date words or names ("PM", "EST").
+            let rest_is_date = std::iter::once(raw).chain(words).all(|w| {
+                is_date_word(w)
+                    || is_name(w)
+                    || DATE_CONNECTORS.contains(&w.to_lowercase().as_str())
+                    || !w.chars().any(char::is_alphanumeric)
+            });
+            return names > 0 && rest_is_date;
+        }
+        if is_name(word) {
+            names += 1;
+        } else if !NAME_PARTICLES.contains(&word.to_lowercase().as_str()) {
+            return false;
+        }
+        if names > 8 {
+            return false;
+        }
+        let separated = raw.ends_with([',', '|', '/', '•', '·', ';', ':', '('])
+            || words
+                .peek()
+                .is_some_and(|next| next.starts_with(['|', '/', '•', '·', '—', '–', '(']));
+        if separated {
+            break;
+        }
+    }
+    names > 0
+}
+
+/// A number, time, month or weekday, or a word of a relative date ("3 hours ago").
+fn is_date_word(word: &str) -> bool {
+    let lower = word
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '.')
+        .to_lowercase();
+    word.chars().any(|c| c.is_ascii_digit())
+        || is_calendar_word(lower.trim_matches('.'))
+        || TIME_WORDS.contains(&lower.as_str())
+}
+
+fn is_calendar_word(lower: &str) -> bool {
+    CALENDAR_WORDS.contains(&lower) || WEEKDAYS.contains(&lower)
+}
+
+/// "Updated 10:01 pm PST, Tuesday, November 19, 2019", "Published: Nov 19 by Jane Doe": a date
+/// word, then (mostly) numbers, calendar words and names. "Published in 1998, the book sold…"
+/// is prose.
+fn is_dateline(text: &str) -> bool {
+    let mut words = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '|' | '·' | '•'))
+        .filter(|w| !w.is_empty());
+    let Some(first) = words.next() else {
+        return false;
+    };
+    if !DATE_WORDS.contains(&first.trim_end_matches(':').to_lowercase().as_str()) {
+        return false;
+    }
+    let rest: Vec<&str> = words.collect();
+    let datelike = |word: &str| {
+        is_date_word(word)
+            || DATE_CONNECTORS.contains(&word.to_lowercase().as_str())
+            || word.chars().next().is_some_and(char::is_uppercase)
+    };
+    let dated = rest.iter().filter(|word| datelike(word)).count();
+    rest.iter()
+        .any(|word| word.chars().any(|c| c.is_ascii_digit()))
+        && dated as f64 >= rest.len() as f64 * DATELINE_SHARE
 }
 
 /// "Email Jane at jane@example.com or follow her @jane", "Follow him on Twitter".
@@ -329,6 +557,59 @@ mod tests {
              <p>Email Jane at jane@example.com or follow her on Twitter.</p></div>"
         );
         assert_eq!(pruned(&html), format!("{body} {body}"));
+    }
+
+    #[test]
+    fn sentences_that_open_like_furniture_stay() {
+        for sentence in [
+            "By noon the river had risen two metres.",
+            "By Tuesday, officials had agreed on a plan.",
+            "By the time the pumps arrived the cellar was full.",
+            "Photo by photo, volunteers rebuilt the archive.",
+            "The photo by Ansel Adams hangs in the hall.",
+            "Share of households without power fell to three percent.",
+            "Contact with the last village was restored at six.",
+            "Read more than three hundred pages of reports.",
+            "Published in 1998, the old map is still in use.",
+            "Loading the sandbags took the whole night.",
+            "Copyright law says nothing about flood photos.",
+            "Source: the ministry said the figures were final.",
+        ] {
+            assert_eq!(pruned(&format!("<div><p>{sentence}</p></div>")), sentence);
+        }
+    }
+
+    #[test]
+    fn furniture_is_known_by_its_shape() {
+        for furniture in [
+            "By Jane Doe",
+            "by Regan September 15, 2019",
+            "By Justine Coleman - 11/18/19 11:04 PM EST",
+            "By Maria Keller and Tom Lutz, Reuters",
+            "By the Associated Press",
+            "Photo: Jan Novak / Reuters",
+            "Image:",
+            "Updated 10:01 pm PST, Tuesday, November 19, 2019",
+            "Published 1 day ago",
+            "Read more: How the old dam held",
+            "Read more",
+            "Share this article",
+            "Loading content ...",
+            "Copyright ⓒ Entermedia.co.kr. All rights reserved in every country",
+            "SOURCE: News agencies",
+            "Get the latest updates right in your inbox. Subscribe to our newsletters.",
+        ] {
+            assert_eq!(
+                pruned(&format!(
+                    "<div><p>{furniture}</p><p>{}</p></div>",
+                    "word ".repeat(60)
+                )),
+                "word ".repeat(60).trim(),
+                "{furniture:?} was kept"
+            );
+        }
+        let marked = "<div><p><a rel=\"author\" href=/jane>Jane Doe</a></p><p>Closing words of the piece.</p></div>";
+        assert_eq!(pruned(marked), "Closing words of the piece.");
     }
 
     #[test]
