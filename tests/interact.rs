@@ -348,3 +348,41 @@ async fn a_planned_form_submission_counts_as_leaving_until_it_starts() {
     assert_eq!(signed_in["navigated"], true, "{signed_in:#}");
     assert_eq!(signed_in["title"], "Account", "{signed_in:#}");
 }
+
+/// On a page that never finishes loading (a pixel whose server never answers): acting waits
+/// only for what the action started. A `fetch` whose answer nobody reads counts until its
+/// response arrives, not until its body (which the server keeps open for seconds) ends.
+#[tokio::test]
+async fn actions_wait_only_for_what_they_started() {
+    let s = "act-busy";
+    let opened = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": harness().page("busy.html"), "wait_for": "Notes" }),
+    )
+    .await;
+    assert_eq!(opened["ready"]["by"], "wait_for", "{opened:#}");
+    // Nothing to wait for: the pending pixel and the document's own load are not the action's.
+    let title = act(
+        s,
+        json!({ "action": "evaluate", "script": "document.title" }),
+    )
+    .await;
+    assert_eq!(title["value"], "Notes");
+    assert_eq!(title["ready"]["by"], "quiet", "{title:#}");
+    assert!(title["elapsed_ms"].as_u64().unwrap() < 1000, "{title:#}");
+
+    let save = ref_of(&element_lines(s).await, "button \"Save\"");
+    let saved = act(s, json!({ "action": "click", "ref": save })).await;
+    assert_eq!(saved["ready"]["by"], "quiet", "{saved:#}");
+    let elapsed = saved["elapsed_ms"].as_u64().unwrap();
+    let answer = common::page_fixtures::SLOW_POST_MS;
+    assert!(
+        (answer..answer + 1000).contains(&elapsed),
+        "the click took {elapsed} ms for a {answer} ms answer: {saved:#}"
+    );
+    assert!(common::page_text(s).await.contains("Saved"));
+    assert!(
+        common::page_fixtures::received().contains(&("/slow-post".into(), "Buy milk".into())),
+        "the server got the note"
+    );
+}

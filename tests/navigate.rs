@@ -243,7 +243,7 @@ async fn new_tab_opens_the_page_beside_the_current_one() {
 async fn private_targets_are_blocked_in_the_browser_too() {
     let s = "nav-policy";
     // A listener on the refused address: any connection Chromium made would wait in its backlog.
-    let trap = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let trap = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
     trap.set_nonblocking(true).unwrap();
     let untouched = |step: &str| {
         let reached = trap.accept().map(|(_, peer)| peer);
@@ -260,8 +260,8 @@ async fn private_targets_are_blocked_in_the_browser_too() {
         url::form_urlencoded::byte_serialize(other_loopback.as_bytes()).collect::<String>()
     ));
     for (target, named) in [
-        (other_loopback.as_str(), "127.0.0.2"),
-        (redirected.as_str(), "127.0.0.2"),
+        (other_loopback.as_str(), "127.0.0.3"),
+        (redirected.as_str(), "127.0.0.3"),
         (
             "http://169.254.169.254/latest/meta-data/",
             "169.254.169.254",
@@ -296,7 +296,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
         new_tab["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("127.0.0.2")
+            .contains("127.0.0.3")
     );
     let tabs_after = ok("browser_tabs", json!({ "session": s })).await;
     assert_eq!(
@@ -324,7 +324,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
     assert!(
         clicked["blocked"]
             .as_str()
-            .is_some_and(|b| b.contains("127.0.0.2")),
+            .is_some_and(|b| b.contains("127.0.0.3")),
         "{clicked:#}"
     );
     untouched("link");
@@ -345,4 +345,117 @@ async fn private_targets_are_blocked_in_the_browser_too() {
     untouched("frame");
     // The allowed address still opens.
     assert_eq!(open(s, "spa.html").await["status"], 200);
+}
+
+/// A site whose pages each hold an image that never finishes, served by a plain HTTP/1.1
+/// server that logs when each request arrives and when its connection closes.
+struct HangingSite {
+    base: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>,
+}
+
+impl HangingSite {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = log.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let record = record.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut byte).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&byte[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&head)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                    let note = |what: String| record.lock().unwrap().push((Instant::now(), what));
+                    note(format!("GET {path}"));
+                    if let Some(page) = path.strip_prefix("/page/") {
+                        let body = format!(
+                            "<!doctype html><title>Page {page}</title><h1>Page {page}</h1>\
+                             <img src=\"/never.png?{page}\" alt=\"\">"
+                        );
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = socket.write_all(response.as_bytes()).await;
+                        return;
+                    }
+                    // The image: never answered; the connection ends when the browser drops it.
+                    while matches!(socket.read(&mut byte).await, Ok(n) if n > 0) {}
+                    note(format!("closed {path}"));
+                });
+            }
+        });
+        Self { base, log }
+    }
+
+    fn seen(&self, what: &str) -> Vec<Instant> {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|(_, w)| w == what)
+            .map(|(at, _)| *at)
+            .collect()
+    }
+}
+
+/// Opening a page while the current one is still loading (an image that never finishes) does
+/// not wait for it: every navigation reaches the server at once, and the old page's hanging
+/// request ends.
+#[tokio::test]
+async fn a_new_navigation_never_waits_for_the_previous_document() {
+    let s = "nav-superseded";
+    let site = HangingSite::start().await;
+    let go = |page: &str| {
+        json!({ "session": s, "target": format!("{}/page/{page}", site.base),
+                "wait_for": format!("Page {page}"), "timeout_ms": 5000 })
+    };
+    for (attempt, page) in ["1", "1", "2"].into_iter().enumerate() {
+        let started = Instant::now();
+        let arrived = ok("browser_navigate", go(page)).await;
+        assert_eq!(
+            arrived["ready"]["by"], "wait_for",
+            "navigation {attempt}: {arrived:#}"
+        );
+        assert!(
+            arrived["url"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/page/{page}"))
+        );
+        let requests = site.seen(&format!("GET /page/{page}"));
+        let reached = requests.last().expect("the page was requested");
+        assert!(
+            reached.duration_since(started) < Duration::from_millis(1000),
+            "navigation {attempt} reached the server after {:?}",
+            reached.duration_since(started)
+        );
+    }
+    assert_eq!(
+        site.seen("GET /page/1").len(),
+        2,
+        "the same URL again is a new request"
+    );
+    // The superseded documents' images were cancelled: their connections closed.
+    common::eventually(
+        "the first page's image request ends",
+        Duration::from_secs(10),
+        || async { !site.seen("closed /never.png?1").is_empty() },
+    )
+    .await;
 }

@@ -205,3 +205,101 @@ async fn markdown_text_html_find_and_extract() {
     )
     .await;
 }
+
+/// Text in shadow roots — open ones, a closed one inside them, light content slotted in — is
+/// read at its place in every content mode, and waited for like any other text.
+#[tokio::test]
+async fn shadow_root_text_is_read_in_place() {
+    let s = "read-components";
+    let arrived = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": common::harness().page("components.html"),
+                "wait_for": "Shipping: 4.50 EUR" }),
+    )
+    .await;
+    assert_eq!(arrived["ready"]["by"], "wait_for", "{arrived:#}");
+    let in_order = [
+        "Two items",
+        "Summary",
+        "Total: 99.50 EUR",
+        "Shipping: 4.50 EUR",
+        "Gift wrap included",
+        "Questions?",
+    ];
+    for mode in ["markdown", "text"] {
+        let read = ok(
+            "browser_read",
+            json!({ "session": s, "mode": mode, "full": true }),
+        )
+        .await;
+        let content = read["content"].as_str().unwrap();
+        let places: Vec<Option<usize>> = in_order.iter().map(|t| content.find(t)).collect();
+        assert!(
+            places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]),
+            "{mode}: {content}"
+        );
+    }
+    let found = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "find", "query": "99.50" }),
+    )
+    .await;
+    let hit = found["content"].as_str().unwrap();
+    assert!(hit.starts_with("§ Basket › Summary: "), "{hit}");
+    let lines = element_lines(s).await;
+    let pay = ref_of(&lines, "button \"Pay\"");
+    assert!(
+        hit.contains(&format!("→ refs [{pay}]")),
+        "{hit} / {lines:#?}"
+    );
+    // The element's own text, through its ref.
+    let summary = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "text", "ref": pay }),
+    )
+    .await;
+    assert_eq!(summary["content"], "Pay");
+}
+
+/// A match names its heading path and only the refs of its own section — not the table of
+/// contents above it or the permalink in the footer.
+#[tokio::test]
+async fn find_names_the_section_of_each_match() {
+    let s = "read-sections";
+    open(s, "manual.html").await;
+    let lines = element_lines(s).await;
+    let found = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "find", "query": "8080" }),
+    )
+    .await;
+    let hit = found["content"].as_str().unwrap();
+    let reference = ref_of(&lines, "port reference");
+    assert_eq!(
+        hit,
+        format!(
+            "§ Manual › Configuration › Ports: \"The server listens on port 8080 unless told otherwise.\" → refs [{reference}]"
+        )
+    );
+    // A match inside a link names that link; one before any heading has no path.
+    let found = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "find", "query": "Download page" }),
+    )
+    .await;
+    let download = ref_of(&lines, "Download page");
+    assert!(
+        found["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("→ refs [{download}]")),
+        "{found:#}"
+    );
+    let found = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "find", "query": "Installation" }),
+    )
+    .await;
+    let first = found["content"].as_str().unwrap().lines().next().unwrap();
+    assert!(first.starts_with("\"Installation"), "{first}");
+}

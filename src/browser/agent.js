@@ -12,10 +12,13 @@
   const origRaf = window.requestAnimationFrame;
   const origCancelRaf = window.cancelAnimationFrame;
   const origFetch = window.fetch;
-  const timers = new Set();
-  const frames = new Set();
+  // Pending work, each with the time it started, so that after an action only what the action
+  // started is waited for.
+  const timers = new Map();
+  const frames = new Map();
+  const requests = new Map();
+  let nextRequest = 0;
   let chainDepth = 0;
-  let requests = 0;
   let lastMutation = now();
   const clickables = new WeakSet();
 
@@ -23,12 +26,22 @@
   // last finished piece of work as well as from the last DOM change.
   let lastActivity = now();
   const settleLater = (fn) => origSetTimeout.call(window, () => { lastActivity = now(); fn(); }, 0);
-  const tracked = (set, id, depth, fn) => function (...args) {
-    set.delete(id.value);
+  const tracked = (pending, id, depth, fn) => function (...args) {
+    pending.delete(id.value);
     lastActivity = now();
     const outer = chainDepth;
     chainDepth = depth + 1;
     try { return fn.apply(this, args); } finally { chainDepth = outer; }
+  };
+  // Runs `start` counted as one request until the promise it returns settles.
+  const asRequest = (start) => {
+    const token = ++nextRequest;
+    requests.set(token, now());
+    let promise;
+    try { promise = start(); } catch (e) { requests.delete(token); throw e; }
+    const done = () => settleLater(() => requests.delete(token));
+    promise.then(done, done);
+    return promise;
   };
 
   window.setTimeout = function (fn, delay, ...rest) {
@@ -38,7 +51,7 @@
     }
     const id = { value: 0 };
     id.value = origSetTimeout.call(this, tracked(timers, id, chainDepth, fn), delay, ...rest);
-    timers.add(id.value);
+    timers.set(id.value, now());
     return id.value;
   };
   window.clearTimeout = function (id) { timers.delete(id); return origClearTimeout.call(this, id); };
@@ -47,40 +60,40 @@
       if (typeof fn !== 'function' || chainDepth >= LOOP_DEPTH) return origRaf.call(this, fn);
       const id = { value: 0 };
       id.value = origRaf.call(this, tracked(frames, id, chainDepth, fn));
-      frames.add(id.value);
+      frames.set(id.value, now());
       return id.value;
     };
     window.cancelAnimationFrame = function (id) { frames.delete(id); return origCancelRaf.call(this, id); };
   }
+  // A fetch counts until its response headers are there; the body only while someone reads it.
   if (origFetch) {
-    window.fetch = function (...args) {
-      requests++;
-      let promise;
-      try { promise = origFetch.apply(this, args); } catch (e) { requests--; throw e; }
-      promise.then(() => settleLater(() => requests--), () => settleLater(() => requests--));
-      return promise;
-    };
+    window.fetch = function (...args) { return asRequest(() => origFetch.apply(this, args)); };
   }
-  // Reading a response body is part of the request: count it until the body is there.
   if (window.Response) {
     for (const method of ['text', 'json', 'arrayBuffer', 'blob', 'formData']) {
       const orig = Response.prototype[method];
       if (typeof orig !== 'function') continue;
-      Response.prototype[method] = function (...args) {
-        requests++;
-        let promise;
-        try { promise = orig.apply(this, args); } catch (e) { requests--; throw e; }
-        promise.then(() => settleLater(() => requests--), () => settleLater(() => requests--));
-        return promise;
-      };
+      Response.prototype[method] = function (...args) { return asRequest(() => orig.apply(this, args)); };
     }
   }
   const origSend = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.send = function (...args) {
-    requests++;
-    this.addEventListener('loadend', () => settleLater(() => requests--), { once: true });
-    try { return origSend.apply(this, args); } catch (e) { requests--; throw e; }
+    const token = ++nextRequest;
+    requests.set(token, now());
+    this.addEventListener('loadend', () => settleLater(() => requests.delete(token)), { once: true });
+    try { return origSend.apply(this, args); } catch (e) { requests.delete(token); throw e; }
   };
+  // Shadow roots as they are attached, closed ones included: what they show is on the screen.
+  const shadows = new WeakMap();
+  const attachedRoots = new Set();
+  const origAttachShadow = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (...args) {
+    const root = origAttachShadow.apply(this, args);
+    shadows.set(this, root);
+    attachedRoots.add(new WeakRef(root));
+    return root;
+  };
+  const shadowOf = (el) => el.shadowRoot || shadows.get(el) || null;
   const CLICK_EVENTS = new Set(['click', 'mousedown', 'mouseup', 'pointerdown', 'pointerup']);
   const origAdd = EventTarget.prototype.addEventListener;
   EventTarget.prototype.addEventListener = function (type, ...rest) {
@@ -247,7 +260,17 @@
     };
   }
 
-  // Walks the light DOM, open shadow roots and same-origin iframes in document order.
+  // Foreign frames (another origin: their documents are out of reach) are read by the browser
+  // layer, which tags their <iframe> with a key first; documents mark where their content goes.
+  const FRAME_KEY = Symbol.for('webpilot.frame');
+  const frameDocument = (el) => {
+    if (el.tagName !== 'IFRAME' && el.tagName !== 'FRAME') return null;
+    try { return el.contentDocument; } catch (e) { return null; }
+  };
+  const foreignKey = (el) => (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && !frameDocument(el) ? el[FRAME_KEY] || null : null;
+
+  // Walks the light DOM, shadow roots and same-origin iframes in document order; foreign frames
+  // become marks with their content box and visible window.
   function collect(root, offset, view, out) {
     const visit = (node, insideNative) => {
       for (let child = node.firstElementChild; child; child = child.nextElementSibling) {
@@ -258,6 +281,14 @@
       if (el.tagName === 'SCRIPT' || el.tagName === 'STYLE' || el.tagName === 'TEMPLATE') return;
       const style = el.checkVisibility ? el.checkVisibility({ visibilityProperty: false }) : true;
       if (!style) return;
+      const key = foreignKey(el);
+      if (key) {
+        const inner = frameOffset(el, offset);
+        if (el.clientWidth > 0 && el.clientHeight > 0) {
+          out.push({ frame: key, x: inner.x, y: inner.y, view: clip({ x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight }, view) });
+        }
+        return;
+      }
       const role = roleOf(el);
       const weak = !role && !insideNative && weakInteractive(el);
       let entry = null;
@@ -269,11 +300,11 @@
         }
       }
       const before = out.length;
-      if (el.shadowRoot) visit(el.shadowRoot, insideNative || !!role);
-      if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
-        let doc = null;
-        try { doc = el.contentDocument; } catch (e) { doc = null; }
-        if (doc && doc.documentElement) {
+      const shadow = shadowOf(el);
+      if (shadow) visit(shadow, insideNative || !!role);
+      const doc = frameDocument(el);
+      if (doc) {
+        if (doc.documentElement) {
           const inner = frameOffset(el, offset);
           const innerView = { x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight, parent: view };
           collect(doc.documentElement, inner, innerView, out);
@@ -292,6 +323,17 @@
     }
     return true;
   }
+  // The part of `rect` visible through `view` and its ancestors, as one rectangle.
+  function clip(rect, view) {
+    let { x, y } = rect;
+    let right = rect.x + rect.w;
+    let bottom = rect.y + rect.h;
+    for (let v = view; v; v = v.parent) {
+      x = Math.max(x, v.x); y = Math.max(y, v.y);
+      right = Math.min(right, v.x + v.w); bottom = Math.min(bottom, v.y + v.h);
+    }
+    return [x, y, Math.max(0, right - x), Math.max(0, bottom - y)].map(Math.round);
+  }
 
   function snapshot(startRef, selector) {
     if (firstRef === null) { firstRef = startRef; nextRef = startRef; }
@@ -304,15 +346,21 @@
     const top = { x: 0, y: 0, w: window.innerWidth, h: window.innerHeight, parent: null };
     const found = [];
     if (root) collect(root, { x: 0, y: 0 }, top, found);
-    const items = found.map((f) => {
+    const items = [];
+    const marks = [];
+    for (const f of found) {
+      if (f.frame) {
+        marks.push({ key: f.frame, at: items.length, x: f.x, y: f.y, view: f.view });
+        continue;
+      }
       const item = describe(f.el, f.role);
       item.ref = refFor(f.el);
       item.box = [f.box.x, f.box.y, f.box.w, f.box.h].map(Math.round);
       if (!inView(f.box, f.view)) item.offscreen = true;
-      return item;
-    });
+      items.push(item);
+    }
     const de = document.documentElement; // null while a new document is being created
-    return { doc: docId, first: firstRef, next: nextRef, items,
+    return { doc: docId, origin: location.origin, first: firstRef, next: nextRef, items, frames: marks,
       scroll: [Math.round(window.scrollX), Math.round(window.scrollY),
         de ? de.scrollWidth : 0, de ? de.scrollHeight : 0] };
   }
@@ -327,65 +375,330 @@
     return { status: 'ok', el };
   }
 
+  // Whether the page shows `text`, in the light DOM or in a shadow root.
+  function hasText(text) {
+    if (document.body && document.body.innerText.includes(text)) return true;
+    for (const weak of attachedRoots) {
+      const root = weak.deref();
+      if (!root) { attachedRoots.delete(weak); continue; }
+      if (root.host && root.host.isConnected && root.textContent.includes(text)) return true;
+    }
+    return false;
+  }
   function textMatches(query) {
     if (!query) return false;
     try { if (document.querySelector(query)) return true; } catch (e) { /* not a selector */ }
-    return !!(document.body && document.body.innerText.includes(query));
+    return hasText(query);
   }
 
-  function state(waitFor) {
+  const startedSince = (pending, since) => {
+    if (since === null || since === undefined) return pending.size;
+    let count = 0;
+    for (const at of pending.values()) if (at >= since) count++;
+    return count;
+  };
+  // Busy-ness for readiness; with `since` (a `now()` of this document), only work started since.
+  function state(waitFor, since) {
     const submitted = submittedAt();
     const leaving = submitted === null ? leavingAt : Math.max(submitted, leavingAt ?? submitted);
     return {
       doc: docId,
       readyState: document.readyState,
-      timers: timers.size,
-      frames: frames.size,
-      requests,
+      timers: startedSince(timers, since),
+      frames: startedSince(frames, since),
+      requests: startedSince(requests, since),
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leaving === null ? null : Math.round(now() - leaving),
       found: waitFor ? textMatches(waitFor) : null,
     };
   }
 
-  // Text matches of `query` with their surroundings and the refs of the nearest elements.
+  // ---- reading: the rendered tree ----------------------------------------------------------
+  const SKIPPED = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE']);
+  const CHROME = 'nav,aside,footer,[role=navigation],[role=contentinfo]';
+  // Slots and other `display: contents` boxes have no box of their own: they show as much as
+  // what holds them.
+  const visible = (el) => !el.checkVisibility || el.checkVisibility()
+    || (el.ownerDocument.defaultView.getComputedStyle(el).display === 'contents'
+      && !!renderedParent(el) && renderedParent(el).nodeType === 1 && visible(renderedParent(el)));
+  const isBlock = (el) => {
+    const display = el.ownerDocument.defaultView.getComputedStyle(el).display;
+    return !display.startsWith('inline') && display !== 'contents';
+  };
+  // Children as rendered: a shadow host shows its shadow tree, a slot what is assigned to it, a
+  // same-origin frame its document.
+  function renderedChildren(node) {
+    const shadow = node.nodeType === 1 ? shadowOf(node) : null;
+    if (shadow) return Array.from(shadow.childNodes);
+    if (node.tagName === 'SLOT') {
+      const assigned = node.assignedNodes();
+      return Array.from(assigned.length ? assigned : node.childNodes);
+    }
+    const doc = node.nodeType === 1 ? frameDocument(node) : null;
+    if (doc) return doc.body ? [doc.body] : [];
+    return Array.from(node.childNodes);
+  }
+  function renderedParent(node) {
+    if (node.assignedSlot) return node.assignedSlot;
+    const parent = node.parentNode;
+    if (parent && parent.nodeType === 11) return parent.host || null;
+    if (parent && parent.nodeType === 9) return parent.defaultView && parent.defaultView.frameElement;
+    return parent;
+  }
+  // Elements whose rendered content is not their light DOM (shadow hosts, frames and all their
+  // ancestors): only these are walked node by node; below them the browser's own text and
+  // clones serve.
+  function unusualPaths() {
+    const unusual = new Set();
+    const mark = (el) => { for (let n = el; n && !unusual.has(n); n = renderedParent(n)) unusual.add(n); };
+    const scan = (scope) => {
+      for (const el of scope.querySelectorAll('*')) {
+        // A slot shows what is assigned to it, not its own children.
+        if (el.tagName === 'SLOT' && scope.nodeType === 11) mark(el);
+        const shadow = shadowOf(el);
+        if (shadow) { mark(el); scan(shadow); }
+        if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+          mark(el);
+          const doc = frameDocument(el);
+          if (doc) scan(doc);
+        }
+      }
+    };
+    scan(document);
+    return unusual;
+  }
+  const frameMark = (key) => '\uE000' + key + '\uE001';
+
+  // What a reader sees of `root`, like innerText, with shadow roots and same-origin frames in
+  // place and foreign frames as marks.
+  function readText(root) {
+    const unusual = unusualPaths();
+    if (!unusual.has(root)) return root.innerText ?? root.textContent;
+    const out = [];
+    const visit = (node) => {
+      if (node.nodeType === 3) { out.push(node.data.replace(/\s+/g, ' ')); return; }
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return;
+      const key = foreignKey(node);
+      if (key) { out.push('\n' + frameMark(key) + '\n'); return; }
+      if (!visible(node)) return;
+      const block = isBlock(node);
+      if (block) out.push('\n');
+      if (unusual.has(node)) renderedChildren(node).forEach(visit);
+      else out.push(node.innerText);
+      if (block) out.push('\n');
+    };
+    visit(root);
+    return out.join('').replace(/[ \t]*\n[ \t]*/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+  }
+
+  // The main content root: <main>, else the longest <article>, else the body.
+  function mainRoot() {
+    const articles = Array.from(document.querySelectorAll('article'))
+      .sort((a, b) => b.innerText.length - a.innerText.length);
+    return document.querySelector('main, [role=main]') || articles[0] || document.body || document.documentElement;
+  }
+  // A copy of an ordinary subtree for Markdown: hidden parts dropped, links and images absolute.
+  function plainCopy(el, main) {
+    const hidden = new Set();
+    el.querySelectorAll('*').forEach((n) => { if (!visible(n)) hidden.add(n); });
+    const copy = el.cloneNode(true);
+    const originals = [el, ...el.querySelectorAll('*')];
+    const copies = [copy, ...copy.querySelectorAll('*')];
+    copies.forEach((c, i) => {
+      const o = originals[i];
+      if (hidden.has(o) && o.tagName !== 'OPTION') { c.setAttribute('data-wp-drop', ''); return; }
+      absolutize(o, c);
+    });
+    copy.querySelectorAll('script,style,noscript,template,[data-wp-drop]' + (main ? ',' + CHROME : '')).forEach((n) => n.remove());
+    return copy;
+  }
+  function absolutize(original, copy) {
+    if (original.tagName === 'A' && original.hasAttribute('href')) copy.setAttribute('href', original.href);
+    if (original.tagName === 'IMG' && original.getAttribute('src')) copy.setAttribute('src', original.src);
+  }
+  // HTML of `root` prepared for Markdown, with shadow roots and same-origin frames in place and
+  // foreign frames as <wp-frame> marks; `main` picks the main content and drops navigation.
+  function readable(root, main) {
+    if (main && (root === document.documentElement || root === document.body)) root = mainRoot();
+    const unusual = unusualPaths();
+    const copyOf = (node) => {
+      if (node.nodeType === 3) return document.createTextNode(node.data);
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return null;
+      const key = foreignKey(node);
+      if (key) {
+        const mark = document.createElement('wp-frame');
+        mark.setAttribute('data-key', key);
+        return mark;
+      }
+      if (main && node.matches(CHROME)) return null;
+      if (!visible(node)) return null;
+      if (!unusual.has(node)) return plainCopy(node, main);
+      // Custom elements, slots and frames become plain boxes: copying them would run page code.
+      const plain = node.tagName.includes('-') || node.tagName === 'SLOT' || frameDocument(node);
+      const copy = plain ? document.createElement(isBlock(node) ? 'div' : 'span') : node.cloneNode(false);
+      if (!plain) absolutize(node, copy);
+      for (const child of renderedChildren(node)) {
+        const inner = copyOf(child);
+        if (inner) copy.append(inner);
+      }
+      return copy;
+    };
+    const copy = copyOf(root);
+    return copy ? copy.outerHTML : '';
+  }
+
+  // ---- find ---------------------------------------------------------------------------------
+  const HEADING = /^H([1-6])$/;
+  function headingLevel(el) {
+    const tag = HEADING.exec(el.tagName);
+    if (tag) return Number(tag[1]);
+    if (el.getAttribute('role') === 'heading') return Number(el.getAttribute('aria-level')) || 2;
+    return 0;
+  }
+  // Whether `inner` sits inside `outer`, across shadow roots.
+  function within(inner, outer) {
+    for (let n = inner; n; n = n.parentNode || n.host) if (n === outer) return true;
+    return false;
+  }
+  // Text matches of `query` in document order, each with its heading path and the refs of its
+  // own section (the element holding it, else the nearest before and after); foreign frames
+  // as marks with the heading path at their place.
   function find(query, limit) {
     const needle = query.toLowerCase();
+    const headings = [];
+    const sequence = []; // headings, refd elements and matches in document order
     const hits = [];
-    const walker = document.createTreeWalker(document.body || document.documentElement, NodeFilter.SHOW_TEXT);
-    const refd = Array.from(byRef.values()).map((w) => w.deref()).filter((e) => e && e.isConnected);
-    for (let node = walker.nextNode(); node && hits.length < limit; node = walker.nextNode()) {
-      const at = node.data.toLowerCase().indexOf(needle);
-      if (at < 0) continue;
-      const host = node.parentElement;
-      if (!host || !host.checkVisibility || !host.checkVisibility()) continue;
-      const block = host.closest('p,li,td,th,h1,h2,h3,h4,h5,h6,section,article,div,label,button,a') || host;
-      const text = (block.innerText || node.data).replace(/\s+/g, ' ');
-      const pos = Math.max(0, text.toLowerCase().indexOf(needle));
-      const context = (pos > 80 ? '…' : '') + text.slice(Math.max(0, pos - 80), pos + needle.length + 80) +
-        (pos + needle.length + 80 < text.length ? '…' : '');
-      hits.push({ context, refs: nearestRefs(host, refd) });
-    }
-    return hits;
+    const marks = [];
+    const path = () => headings.map((h) => h.text);
+    const visit = (node) => {
+      if (node.nodeType === 3) {
+        if (hits.length >= limit || !node.data.toLowerCase().includes(needle)) return;
+        const host = node.parentElement || (node.parentNode && node.parentNode.host);
+        if (!host || !visible(host)) return;
+        const block = host.closest('p,li,td,th,h1,h2,h3,h4,h5,h6,section,article,div,label,button,a') || host;
+        const text = (block.innerText || node.data).replace(/\s+/g, ' ');
+        const pos = Math.max(0, text.toLowerCase().indexOf(needle));
+        const context = (pos > 80 ? '…' : '') + text.slice(Math.max(0, pos - 80), pos + needle.length + 80) +
+          (pos + needle.length + 80 < text.length ? '…' : '');
+        const hit = { context, section: path(), host, at: sequence.length };
+        hits.push(hit);
+        sequence.push({ hit });
+        return;
+      }
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return;
+      const key = foreignKey(node);
+      if (key) { marks.push({ key, at: hits.length, section: path() }); return; }
+      const level = headingLevel(node);
+      if (level && visible(node)) {
+        while (headings.length && headings[headings.length - 1].level >= level) headings.pop();
+        headings.push({ level, text: squash(node.innerText, 60) });
+        sequence.push({ heading: level });
+      }
+      const ref = refOf.get(node);
+      if (ref !== undefined && node.isConnected) sequence.push({ ref, el: node });
+      renderedChildren(node).forEach(visit);
+    };
+    visit(document.body || document.documentElement);
+    return {
+      hits: hits.map((hit) => ({ context: hit.context, section: hit.section, refs: sectionRefs(sequence, hit) })),
+      frames: marks,
+    };
   }
-  function nearestRefs(host, refd) {
-    const inside = refd.filter((e) => e.contains(host) || host.contains(e));
-    if (inside.length) return inside.slice(0, 3).map((e) => refOf.get(e));
-    let before = null;
-    let after = null;
-    for (const e of refd) {
-      const rel = host.compareDocumentPosition(e);
-      if (rel & Node.DOCUMENT_POSITION_PRECEDING) {
-        if (!before || before.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING) before = e;
-      } else if (rel & Node.DOCUMENT_POSITION_FOLLOWING) {
-        if (!after || after.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_PRECEDING) after = e;
+  // Refs of the match's own section: those holding it or held by its block, else the nearest
+  // before and after it, never across a heading.
+  function sectionRefs(sequence, hit) {
+    let start = hit.at;
+    while (start > 0 && !sequence[start - 1].heading) start--;
+    let end = hit.at + 1;
+    while (end < sequence.length && !sequence[end].heading) end++;
+    const section = sequence.slice(start, end).filter((entry) => entry.ref !== undefined);
+    const holding = section.filter((entry) => within(hit.host, entry.el) || within(entry.el, hit.host));
+    if (holding.length) return holding.slice(0, 3).map((entry) => entry.ref);
+    const before = sequence.slice(start, hit.at).filter((entry) => entry.ref !== undefined).pop();
+    const after = sequence.slice(hit.at + 1, end).find((entry) => entry.ref !== undefined);
+    return [before, after].filter(Boolean).map((entry) => entry.ref);
+  }
+
+  // ---- pointing: where a real pointer event reaches an element ------------------------------
+  // Moves a point of `view`'s viewport up through same-origin frames to the highest viewport
+  // this document can reach; `local` when that is not the top one (a foreign frame's own).
+  function reachTop(view, x, y) {
+    for (let w = view; w !== w.parent; w = w.parent) {
+      let frame = null;
+      try { frame = w.frameElement; } catch (e) { frame = null; }
+      if (!frame) return { x, y, local: true };
+      const r = frame.getBoundingClientRect();
+      const s = w.parent.getComputedStyle(frame);
+      x += r.left + parseFloat(s.borderLeftWidth) + parseFloat(s.paddingLeft);
+      y += r.top + parseFloat(s.borderTopWidth) + parseFloat(s.paddingTop);
+    }
+    return { x, y, local: false };
+  }
+  // What would take a pointer event at (x, y) of `el`'s viewport instead of `el`, described;
+  // null when `el` (or its label) gets it.
+  function coveredBy(el, x, y) {
+    const root = el.getRootNode();
+    let hit = (root.elementFromPoint ? root : el.ownerDocument).elementFromPoint(x, y);
+    for (let inner = hit && shadowOf(hit); inner; inner = hit && shadowOf(hit)) {
+      const deeper = inner.elementFromPoint(x, y);
+      if (!deeper || deeper === hit) break;
+      hit = deeper;
+    }
+    if (!hit || within(hit, el) || hit.control === el || (el.labels && Array.from(el.labels).includes(hit))) return null;
+    const text = squash(hit.innerText, 60);
+    const id = hit.id ? '#' + hit.id : '';
+    const cls = typeof hit.className === 'string' && hit.className.trim() ? '.' + hit.className.trim().split(/\s+/).join('.') : '';
+    return `<${hit.tagName.toLowerCase()}${id}${cls}>` + (text ? ` "${text}"` : '');
+  }
+  const outside = (view, x, y) => x < 0 || y < 0 || x >= view.innerWidth || y >= view.innerHeight;
+  // Scrolls `el` into view if needed and checks that a pointer event at its centre reaches
+  // it; returns the centre in the highest viewport this document reaches.
+  function aim(el) {
+    const view = el.ownerDocument.defaultView;
+    let r = el.getBoundingClientRect();
+    const scrolled = r.top < 0 || r.left < 0 || r.bottom > view.innerHeight || r.right > view.innerWidth;
+    if (scrolled) {
+      el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      r = el.getBoundingClientRect();
+    }
+    const style = view.getComputedStyle(el);
+    if (r.width === 0 || r.height === 0 || style.visibility === 'hidden' || style.display === 'none') {
+      return { problem: 'invisible', detail: 'it has no visible box' };
+    }
+    if (el.disabled || el.getAttribute('aria-disabled') === 'true') return { problem: 'disabled' };
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const cover = coveredBy(el, x, y);
+    if (cover) return { problem: 'covered', detail: cover };
+    return { ...reachTop(view, x, y), scrolled };
+  }
+  // The same for a point (px, py) of a foreign frame's viewport, seen through its <iframe>
+  // `frame` of this document: scrolls the point into view, checks nothing covers the frame there.
+  function aimThrough(frame, px, py) {
+    const view = frame.ownerDocument.defaultView;
+    const at = () => {
+      const r = frame.getBoundingClientRect();
+      const s = view.getComputedStyle(frame);
+      return { x: r.left + parseFloat(s.borderLeftWidth) + parseFloat(s.paddingLeft) + px,
+        y: r.top + parseFloat(s.borderTopWidth) + parseFloat(s.paddingTop) + py };
+    };
+    let point = at();
+    const scrolled = outside(view, point.x, point.y);
+    if (scrolled) {
+      frame.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      point = at();
+      // A frame larger than the viewport: bring the point itself to the middle.
+      if (outside(view, point.x, point.y)) {
+        view.scrollBy(point.x - view.innerWidth / 2, point.y - view.innerHeight / 2);
+        point = at();
       }
     }
-    return [before, after].filter(Boolean).map((e) => refOf.get(e));
+    const cover = coveredBy(frame, point.x, point.y);
+    if (cover) return { problem: 'covered', detail: cover };
+    return { ...reachTop(view, point.x, point.y), scrolled };
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, docId }),
+    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId }),
     enumerable: false,
   });
 })();

@@ -199,8 +199,8 @@ impl Tab {
                 }
                 value
             }
-            (None, true) => self.evaluate_raw(PAGE_AREA_JS, None).await?,
-            (None, false) => self.evaluate_raw(VIEWPORT_AREA_JS, None).await?,
+            (None, true) => self.evaluate_raw(PAGE_AREA_JS).await?,
+            (None, false) => self.evaluate_raw(VIEWPORT_AREA_JS).await?,
         };
         serde_json::from_value(value)
             .map_err(|e| ToolError::internal(format!("unexpected page metrics: {e}")))

@@ -1,8 +1,15 @@
 //! Reading a tab's content: rendered HTML or text of the page, a subtree or one element, and
-//! text search with the refs of the elements near each match.
+//! text search with each match's heading path and the refs of its section.
+//!
+//! Text, readable HTML and search include open (and, for scripts' own roots, closed) shadow
+//! roots and same-origin frames in place, which the page agent walks; foreign frames leave a
+//! mark that is replaced here by the frame's own content, labelled with its origin.
 
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::frames::Doc;
+use super::snapshot::MAX_FRAME_DEPTH;
 use super::tab::Tab;
 use crate::error::{ToolError, ToolResult};
 
@@ -18,75 +25,113 @@ pub enum Scope {
 /// The form of the content.
 #[derive(Debug, Clone, Copy)]
 pub enum Form {
-    /// `outerHTML` of the rendered DOM.
+    /// `outerHTML` of the rendered DOM (the top document, or the ref's own).
     Html,
-    /// `innerText`: what a reader sees.
+    /// What a reader sees, like `innerText`, frames and shadow roots included.
     Text,
     /// HTML prepared for Markdown: scripts, styles, hidden parts and (with `main`) navigation
-    /// chrome removed; links and images made absolute.
+    /// chrome removed; links and images made absolute; frames and shadow roots included.
     Readable { main: bool },
 }
 
-/// Picks the main content root (with `main`), clones it and strips what a reader never sees.
-const READABLE_JS: &str = r#"(el, main) => {
-  if (main && (el === document.documentElement || el === document.body)) {
-    const articles = Array.from(document.querySelectorAll('article'))
-      .sort((a, b) => b.innerText.length - a.innerText.length);
-    el = document.querySelector('main, [role=main]') || articles[0] || document.body || el;
-  }
-  const hidden = new Set();
-  el.querySelectorAll('*').forEach((n) => { if (n.checkVisibility && !n.checkVisibility()) hidden.add(n); });
-  const clone = el.cloneNode(true);
-  const originals = [el, ...el.querySelectorAll('*')];
-  const copies = [clone, ...clone.querySelectorAll('*')];
-  copies.forEach((c, i) => {
-    const o = originals[i];
-    if (hidden.has(o) && o.tagName !== 'OPTION') { c.setAttribute('data-wp-drop', ''); return; }
-    if (o.tagName === 'A' && o.hasAttribute('href')) c.setAttribute('href', o.href);
-    if (o.tagName === 'IMG' && o.getAttribute('src')) c.setAttribute('src', o.src);
-  });
-  const junk = 'script,style,noscript,template,[data-wp-drop]' + (main ? ',nav,aside,footer,[role=navigation],[role=contentinfo]' : '');
-  clone.querySelectorAll(junk).forEach((n) => n.remove());
-  return clone.outerHTML;
-}"#;
+impl Form {
+    /// The agent function reading an element in this form.
+    fn reader(self) -> &'static str {
+        match self {
+            Form::Html => "((el) => el.outerHTML)",
+            Form::Text => "((el) => __wp.readText(el))",
+            Form::Readable { main: true } => "((el) => __wp.readable(el, true))",
+            Form::Readable { main: false } => "((el) => __wp.readable(el, false))",
+        }
+    }
+
+    /// Where a reading of the whole document starts.
+    fn page_root(self) -> &'static str {
+        match self {
+            Form::Text => "(document.body || document.documentElement)",
+            _ => "document.documentElement",
+        }
+    }
+}
 
 /// One text match found by `find`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FindHit {
     pub context: String,
-    /// Refs of the elements holding or nearest to the match.
+    /// Headings above the match, outermost first (a frame's continue its owner's path).
+    #[serde(default)]
+    pub section: Vec<String>,
+    /// Refs of the elements holding the match, else the nearest before and after it within
+    /// its section.
     pub refs: Vec<u32>,
+    /// Origin of the foreign frame the match is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<String>,
 }
+
+impl FindHit {
+    /// The compact one-line form, e.g. `§ Configuration › Ports: "…8080…" → refs [12]`.
+    pub fn line(&self) -> String {
+        let mut line = String::new();
+        if !self.section.is_empty() {
+            line.push_str(&format!("§ {}: ", self.section.join(" › ")));
+        }
+        line.push_str(&format!("{:?} → refs {:?}", self.context, self.refs));
+        if let Some(frame) = &self.frame {
+            line.push_str(&format!(" (in frame {frame})"));
+        }
+        line
+    }
+}
+
+/// What the agent's `find` returns for one document.
+#[derive(Debug, Deserialize)]
+struct DocFind {
+    hits: Vec<FindHit>,
+    #[serde(default)]
+    frames: Vec<FindMark>,
+}
+
+/// A foreign frame's place among a document's matches, with the heading path there.
+#[derive(Debug, Deserialize)]
+struct FindMark {
+    key: String,
+    at: usize,
+    #[serde(default)]
+    section: Vec<String>,
+}
+
+/// A foreign frame's reading: its origin and content (with marks of its own frames).
+#[derive(Debug, Deserialize)]
+struct FrameReading {
+    origin: String,
+    content: Option<String>,
+}
+
+/// Marks the agent leaves where a foreign frame's text or HTML goes.
+const TEXT_MARK: (&str, &str) = ("\u{E000}", "\u{E001}");
+const HTML_MARK: (&str, &str) = ("<wp-frame data-key=\"", "\"></wp-frame>");
 
 impl Tab {
     /// The rendered HTML or text of the page, a subtree matching a selector, or one element.
     pub async fn content(&self, scope: &Scope, form: Form) -> ToolResult<String> {
-        let readable;
-        let read = match form {
-            Form::Html => "(el) => el.outerHTML",
-            Form::Text => "(el) => el.innerText ?? el.textContent",
-            Form::Readable { main } => {
-                readable = format!("((el) => ({READABLE_JS})(el, {main}))");
-                readable.as_str()
-            }
-        };
+        let read = form.reader();
+        if !matches!(form, Form::Html) {
+            self.tag_foreign_frames(&Doc::Top).await;
+        }
         let value = match scope {
             Scope::Ref(ref_id) => self.on_element(*ref_id, read).await?,
             Scope::Page => {
-                let root = match form {
-                    Form::Text => "(document.body || document.documentElement)",
-                    _ => "document.documentElement",
-                };
-                self.evaluate_raw(&format!("({read})({root})"), None)
-                    .await?
+                let call = format!("{read}({})", form.page_root());
+                self.agent_call(&Doc::Top, &call).await?
             }
             Scope::Selector(selector) => {
                 let call = format!(
-                    "(() => {{ const el = document.querySelector({}); return el ? ({read})(el) : null; }})()",
+                    "(() => {{ const el = document.querySelector({}); return el ? {read}(el) : null; }})()",
                     serde_json::to_string(selector).unwrap_or_default()
                 );
-                let value = self
-                    .evaluate_raw(&call, None)
+                let value: serde_json::Value = self
+                    .agent_call(&Doc::Top, &call)
                     .await
                     .map_err(|_| bad_selector(selector))?;
                 if value.is_null() {
@@ -95,33 +140,161 @@ impl Tab {
                 value
             }
         };
-        Ok(value.as_str().unwrap_or_default().to_string())
+        let text = value.as_str().unwrap_or_default().to_string();
+        Ok(self.fill_frames(text, form, 0).await)
     }
 
-    /// Up to `limit` matches of `query` (case-insensitive) with surrounding text and refs.
-    /// Numbers elements first so every hit can name its neighbours.
+    /// Replaces each foreign frame's mark in `text` with the frame's own content.
+    fn fill_frames(&self, text: String, form: Form, depth: usize) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let (open, close) = match form {
+                Form::Html => return text,
+                Form::Text => TEXT_MARK,
+                Form::Readable { .. } => HTML_MARK,
+            };
+            let mut filled = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(start) = rest.find(open) {
+                filled.push_str(&rest[..start]);
+                let after = &rest[start + open.len()..];
+                let Some(end) = after.find(close) else {
+                    rest = after;
+                    break;
+                };
+                if depth < MAX_FRAME_DEPTH {
+                    filled.push_str(&self.frame_content(&after[..end], form, depth).await);
+                }
+                rest = &after[end + close.len()..];
+            }
+            filled.push_str(rest);
+            filled
+        })
+    }
+
+    /// A foreign frame's whole content in `form`, labelled with its origin; empty when the
+    /// frame is gone or shows nothing.
+    async fn frame_content(&self, key: &str, form: Form, depth: usize) -> String {
+        let Some(doc) = self.foreign_doc(key).await else {
+            return String::new();
+        };
+        self.tag_foreign_frames(&doc).await;
+        // A frame is read whole: "main content" is the top document's notion.
+        let form = match form {
+            Form::Readable { .. } => Form::Readable { main: false },
+            other => other,
+        };
+        let call = format!(
+            "({{ origin: location.origin, content: {}(document.body || document.documentElement) }})",
+            form.reader()
+        );
+        let Ok(reading) = self.agent_call::<FrameReading>(&doc, &call).await else {
+            return String::new();
+        };
+        let content = self
+            .fill_frames(reading.content.unwrap_or_default(), form, depth + 1)
+            .await;
+        if content.trim().is_empty() {
+            return String::new();
+        }
+        let origin = &reading.origin;
+        match form {
+            Form::Text => format!("\n[frame {origin}]\n{content}\n[end of frame]\n"),
+            _ => format!(
+                "<section><p><em>frame {origin}</em></p>{content}<p><em>end of frame</em></p></section>"
+            ),
+        }
+    }
+
+    /// Up to `limit` matches of `query` (case-insensitive) in document order, frames included,
+    /// each with its heading path and the refs of its section. Numbers elements first so
+    /// every hit can name its neighbours.
     pub async fn find(&mut self, query: &str, limit: usize) -> ToolResult<Vec<FindHit>> {
         self.elements(None).await?;
         let call = format!(
             "__wp.find({}, {limit})",
             serde_json::to_string(query).unwrap_or_default()
         );
-        self.agent_call(&call, None).await
+        let top: DocFind = self.agent_call(&Doc::Top, &call).await?;
+        let mut hits = Vec::new();
+        self.gather_hits(top, &call, &[], None, &mut hits, 0).await;
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// Adds a document's matches to `out`, each foreign frame's at its mark, under `prefix`.
+    fn gather_hits<'a>(
+        &'a self,
+        found: DocFind,
+        call: &'a str,
+        prefix: &'a [String],
+        origin: Option<&'a str>,
+        out: &'a mut Vec<FindHit>,
+        depth: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut marks = found.frames.into_iter().peekable();
+            for (index, mut hit) in found.hits.into_iter().enumerate() {
+                while let Some(mark) = marks.next_if(|m| m.at <= index) {
+                    self.frame_hits(mark, call, prefix, out, depth).await;
+                }
+                hit.section.splice(0..0, prefix.iter().cloned());
+                hit.frame = origin.map(str::to_string);
+                out.push(hit);
+            }
+            for mark in marks {
+                self.frame_hits(mark, call, prefix, out, depth).await;
+            }
+        })
+    }
+
+    async fn frame_hits(
+        &self,
+        mark: FindMark,
+        call: &str,
+        prefix: &[String],
+        out: &mut Vec<FindHit>,
+        depth: usize,
+    ) {
+        if depth >= MAX_FRAME_DEPTH {
+            return;
+        }
+        let Some(doc) = self.foreign_doc(&mark.key).await else {
+            return;
+        };
+        let with_origin = format!("({{ origin: location.origin, found: {call} }})");
+        #[derive(Deserialize)]
+        struct Found {
+            origin: String,
+            found: DocFind,
+        }
+        let Ok(reading) = self.agent_call::<Found>(&doc, &with_origin).await else {
+            return;
+        };
+        let path: Vec<String> = prefix.iter().cloned().chain(mark.section).collect();
+        self.gather_hits(
+            reading.found,
+            call,
+            &path,
+            Some(&reading.origin),
+            out,
+            depth + 1,
+        )
+        .await;
     }
 }
 
 /// Which of the page conditions fail: `text` must be shown, `selector` must match, `not_text`
 /// must not be shown. Each failure is described in words.
 const CONDITIONS_JS: &str = r#"(c) => {
-  const body = document.body ? document.body.innerText : '';
+  const shown = (t) => window.__wp ? __wp.hasText(t) : !!(document.body && document.body.innerText.includes(t));
   const failed = [];
-  if (c.text && !body.includes(c.text)) failed.push('text ' + JSON.stringify(c.text) + ' not found');
+  if (c.text && !shown(c.text)) failed.push('text ' + JSON.stringify(c.text) + ' not found');
   if (c.selector) {
     let hit = null;
     try { hit = document.querySelector(c.selector); } catch (e) { hit = null; }
     if (!hit) failed.push('selector ' + JSON.stringify(c.selector) + ' not found');
   }
-  if (c.notText && body.includes(c.notText)) failed.push('found ' + JSON.stringify(c.notText));
+  if (c.notText && shown(c.notText)) failed.push('found ' + JSON.stringify(c.notText));
   return failed;
 }"#;
 
@@ -136,7 +309,7 @@ impl Tab {
         let conditions =
             serde_json::json!({ "text": text, "selector": selector, "notText": not_text });
         let value = self
-            .evaluate_raw(&format!("({CONDITIONS_JS})({conditions})"), None)
+            .evaluate_raw(&format!("({CONDITIONS_JS})({conditions})"))
             .await?;
         Ok(serde_json::from_value(value).unwrap_or_default())
     }
@@ -147,4 +320,30 @@ fn bad_selector(selector: &str) -> ToolError {
         "selector {selector:?} is not valid CSS or matches no element"
     ))
     .with_hint("check the selector, or read the whole page")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_lines_name_the_section_and_frame() {
+        let hit = FindHit {
+            context: "listens on 8080".into(),
+            section: vec!["Configuration".into(), "Ports".into()],
+            refs: vec![12],
+            frame: Some("http://localhost:9".into()),
+        };
+        assert_eq!(
+            hit.line(),
+            "§ Configuration › Ports: \"listens on 8080\" → refs [12] (in frame http://localhost:9)"
+        );
+        let plain = FindHit {
+            context: "x".into(),
+            section: Vec::new(),
+            refs: vec![],
+            frame: None,
+        };
+        assert_eq!(plain.line(), "\"x\" → refs []");
+    }
 }

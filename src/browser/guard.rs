@@ -21,6 +21,7 @@ use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, ResourceType};
 use chromiumoxide::listeners::EventStream;
 use url::{Host, Url};
 
+use super::link::CdpTarget;
 use super::pool::BrowserHandle;
 use super::tab::{TabEvents, lock};
 use crate::error::ToolResult;
@@ -37,19 +38,26 @@ pub(crate) async fn guard_documents(
             page.event_listener::<EventRequestPaused>(),
         )
         .await?;
+    browser
+        .cdp(
+            "guarding document requests",
+            page.execute(document_pattern()),
+        )
+        .await?;
+    Ok(paused)
+}
+
+/// `Fetch.enable` for document requests only, paused before they are sent.
+pub(crate) fn document_pattern() -> EnableParams {
     let documents = RequestPattern {
         url_pattern: Some("*".into()),
         resource_type: Some(ResourceType::Document),
         request_stage: Some(RequestStage::Request),
     };
-    let enable = EnableParams {
+    EnableParams {
         patterns: Some(vec![documents]),
         handle_auth_requests: None,
-    };
-    browser
-        .cdp("guarding document requests", page.execute(enable))
-        .await?;
-    Ok(paused)
+    }
 }
 
 /// How long a host's addresses are reused. Chromium resolves the host again for its own
@@ -116,14 +124,15 @@ impl DocumentGuard {
     }
 }
 
-/// Lets a paused document request go on, or fails it. A refusal in the main frame is recorded
-/// before the request fails, so it is there by the time the error page commits.
+/// Lets a paused document request go on, or fails it. A refusal in the tab's main frame
+/// (`main_frame`, when the request comes from the tab's own target) is recorded before the
+/// request fails, so it is there by the time the error page commits.
 pub(crate) async fn answer(
-    page: Page,
+    target: CdpTarget,
     guard: Arc<DocumentGuard>,
     events: Arc<Mutex<TabEvents>>,
-    main_frame: String,
-    paused: Arc<EventRequestPaused>,
+    main_frame: Option<String>,
+    paused: impl std::ops::Deref<Target = EventRequestPaused> + Send,
 ) {
     let verdict = match Url::parse(&paused.request.url) {
         Ok(url) => guard.check(&url).await,
@@ -132,21 +141,22 @@ pub(crate) async fn answer(
     };
     let request = paused.request_id.clone();
     let sent = match verdict {
-        Ok(()) => page
-            .execute(ContinueRequestParams::new(request))
+        Ok(()) => target
+            .send(ContinueRequestParams::new(request))
             .await
             .map(drop),
         Err(refusal) => {
             tracing::info!(message = %refusal.message, "document request blocked");
-            if *paused.frame_id.inner() == main_frame {
+            if main_frame.as_ref() == Some(paused.frame_id.inner()) {
                 lock(&events).blocked = Some(refusal);
             }
-            page.execute(FailRequestParams::new(
-                request,
-                ErrorReason::BlockedByClient,
-            ))
-            .await
-            .map(drop)
+            target
+                .send(FailRequestParams::new(
+                    request,
+                    ErrorReason::BlockedByClient,
+                ))
+                .await
+                .map(drop)
         }
     };
     if let Err(error) = sent {

@@ -2,10 +2,12 @@
 //!
 //! Pointer actions use real CDP input events at the element's centre after checking that the
 //! element is visible, enabled and not covered (a covered target is an error, never a click on
-//! whatever lies on top). Elements inside cross-origin frames, whose position the top document
-//! cannot know, get DOM events instead.
+//! whatever lies on top). Elements of foreign frames get the same: the point is carried out
+//! through each frame's `<iframe>` (scrolled into view, checked for cover) to the top viewport;
+//! only where that cannot be traced do they get DOM events instead.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
 use chromiumoxide::cdp::browser_protocol::input::{
@@ -13,63 +15,27 @@ use chromiumoxide::cdp::browser_protocol::input::{
     InsertTextParams, MouseButton,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{
-    CallFunctionOnParams, EvaluateParams, RemoteObjectType,
+    CallArgument, CallFunctionOnParams, EvaluateParams, RemoteObjectType,
 };
 use chromiumoxide::keys::USKEYBOARD_LAYOUT;
 use chromiumoxide::layout::Point;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::frames::Doc;
 use super::tab::{Tab, script_error};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-
-/// Scrolls the element into view if needed and checks it can take a pointer event at its centre.
-/// Returns the centre in top-viewport CSS pixels, or `local: true` inside cross-origin frames.
-const POINTER_TARGET_JS: &str = r#"(el) => {
-  const view = el.ownerDocument.defaultView;
-  let r = el.getBoundingClientRect();
-  if (r.top < 0 || r.left < 0 || r.bottom > view.innerHeight || r.right > view.innerWidth) {
-    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-    r = el.getBoundingClientRect();
-  }
-  const style = view.getComputedStyle(el);
-  if (r.width === 0 || r.height === 0 || style.visibility === 'hidden' || style.display === 'none') {
-    return { problem: 'invisible', detail: 'it has no visible box' };
-  }
-  if (el.disabled || el.getAttribute('aria-disabled') === 'true') return { problem: 'disabled' };
-  const x = r.left + r.width / 2, y = r.top + r.height / 2;
-  let hit = (el.getRootNode().elementFromPoint ? el.getRootNode() : el.ownerDocument).elementFromPoint(x, y);
-  while (hit && hit.shadowRoot) {
-    const inner = hit.shadowRoot.elementFromPoint(x, y);
-    if (!inner || inner === hit) break;
-    hit = inner;
-  }
-  const within = (node) => { for (let n = node; n; n = n.parentNode || n.host) if (n === el) return true; return false; };
-  if (hit && !within(hit) && !(hit.control === el) && !(el.labels && Array.from(el.labels).includes(hit))) {
-    const text = (hit.innerText || '').replace(/\s+/g, ' ').trim().slice(0, 60);
-    const id = hit.id ? '#' + hit.id : '';
-    const cls = typeof hit.className === 'string' && hit.className.trim() ? '.' + hit.className.trim().split(/\s+/).join('.') : '';
-    return { problem: 'covered', detail: `<${hit.tagName.toLowerCase()}${id}${cls}>` + (text ? ` "${text}"` : '') };
-  }
-  let ox = 0, oy = 0;
-  for (let w = view; w !== w.parent; w = w.parent) {
-    let frame = null;
-    try { frame = w.frameElement; } catch (e) { frame = null; }
-    if (!frame) return { local: true };
-    const fr = frame.getBoundingClientRect();
-    const fs = w.parent.getComputedStyle(frame);
-    ox += fr.left + parseFloat(fs.borderLeftWidth) + parseFloat(fs.paddingLeft);
-    oy += fr.top + parseFloat(fs.borderTopWidth) + parseFloat(fs.paddingTop);
-  }
-  return { x: x + ox, y: y + oy };
-}"#;
 
 #[derive(Debug, Deserialize)]
 struct PointerTarget {
     x: Option<f64>,
     y: Option<f64>,
+    /// The point is in a foreign frame's own viewport, not the top one.
     #[serde(default)]
     local: bool,
+    /// Reaching the point scrolled the document.
+    #[serde(default)]
+    scrolled: bool,
     problem: Option<String>,
     detail: Option<String>,
 }
@@ -78,37 +44,94 @@ struct PointerTarget {
 enum Aim {
     /// Real input events at these top-viewport coordinates.
     At(Point),
-    /// Inside a cross-origin frame: DOM events on the element.
+    /// Inside a frame whose place in the top viewport cannot be traced: DOM events on the element.
     Dom,
 }
 
 impl Tab {
     async fn aim(&self, ref_id: u32, verb: &str) -> ToolResult<Aim> {
-        let target: PointerTarget =
-            serde_json::from_value(self.on_element(ref_id, POINTER_TARGET_JS).await?)
-                .map_err(|e| ToolError::internal(format!("unexpected pointer target: {e}")))?;
-        if let Some(problem) = target.problem {
-            let detail = target.detail.unwrap_or_default();
-            let (message, hint) = match problem.as_str() {
-                "covered" => (
-                    format!("cannot {verb} [{ref_id}]: it is covered by {detail}"),
-                    "close or dismiss what covers it (a dialog, banner or overlay), then take a new snapshot",
-                ),
-                "disabled" => (
-                    format!("cannot {verb} [{ref_id}]: it is disabled"),
-                    "fill in what the form needs first, then take a new snapshot",
-                ),
-                _ => (
-                    format!("cannot {verb} [{ref_id}]: it is not visible ({detail})"),
-                    "open the menu or section that holds it, then take a new snapshot",
-                ),
-            };
-            return Err(ToolError::new(ErrorCode::InvalidArgument, message).with_hint(hint));
-        }
-        match (target.x, target.y, target.local) {
-            (Some(x), Some(y), false) => Ok(Aim::At(Point { x, y })),
+        let doc = self.locate_ref(ref_id).await?;
+        let target = self
+            .on_element_in(&doc, ref_id, "(el) => __wp.aim(el)")
+            .await?;
+        let target = pointer_target(target, ref_id, verb, "it")?;
+        match (target.x, target.y) {
+            (Some(x), Some(y)) if !target.local => Ok(Aim::At(Point { x, y })),
+            (Some(x), Some(y)) => Ok(self
+                .through_frames(&doc, Point { x, y }, ref_id, verb)
+                .await?
+                .map_or(Aim::Dom, Aim::At)),
             _ => Ok(Aim::Dom),
         }
+    }
+
+    /// Carries a point of a foreign frame's viewport out through the frames holding it to the
+    /// top viewport, scrolling each frame into view and checking that nothing covers it there.
+    /// `None` when a frame's place cannot be traced (its owner sits in another foreign frame
+    /// of the page's own process).
+    async fn through_frames(
+        &self,
+        doc: &Doc,
+        mut point: Point,
+        ref_id: u32,
+        verb: &str,
+    ) -> ToolResult<Option<Point>> {
+        let mut doc = doc.clone();
+        let mut scrolled = Vec::new();
+        while let Some(key) = doc.key().map(str::to_string) {
+            let Some((session, parent)) = self.frames.parent(&doc) else {
+                return Ok(None);
+            };
+            let Some(owner) = self.frames.tag_owner(&self.browser, &session, &key).await else {
+                return Ok(None);
+            };
+            let mut call = CallFunctionOnParams::new(
+                "function (x, y) { return window.__wp ? __wp.aimThrough(this, x, y) : null; }",
+            );
+            call.object_id = Some(owner.into());
+            call.arguments = Some(vec![number(point.x), number(point.y)]);
+            call.return_by_value = Some(true);
+            let answer = self
+                .browser
+                .cdp(
+                    "finding a frame on the page",
+                    self.frames.link().call(Some(&session), call),
+                )
+                .await;
+            let Ok(answer) = answer else {
+                // The owner's document was replaced; tag again next time.
+                self.frames.forget_owner(&key);
+                return Ok(None);
+            };
+            let value = answer.result.value.unwrap_or_default();
+            if value.is_null() {
+                return Ok(None);
+            }
+            let target = pointer_target(value, ref_id, verb, "its frame")?;
+            let (Some(x), Some(y)) = (target.x, target.y) else {
+                return Ok(None);
+            };
+            point = Point { x, y };
+            if target.scrolled {
+                scrolled.push(parent.clone());
+            }
+            if target.local && parent == Doc::Top {
+                return Ok(None);
+            }
+            doc = parent;
+        }
+        // The browser routes input to a frame by what was last drawn: after a scroll, let each
+        // scrolled document draw before the pointer goes there.
+        for doc in scrolled {
+            let _ = self
+                .evaluate_in(
+                    &doc,
+                    NEXT_FRAMES_JS,
+                    Some(Duration::from_millis(FRAME_WAIT_MS)),
+                )
+                .await;
+        }
+        Ok(Some(point))
     }
 
     /// Clicks the element with real mouse events at its centre.
@@ -328,15 +351,16 @@ impl Tab {
                 "[{ref_id}] is not a file input"
             )));
         }
-        let target = self.locate_ref(ref_id).await?;
-        let mut find = EvaluateParams::new(format!("__wp.resolve({}).el", target.ref_id));
-        find.context_id = target.context;
+        let doc = self.locate_ref(ref_id).await?;
+        let mut find = EvaluateParams::new(format!("__wp.resolve({ref_id}).el"));
+        if let Doc::Context { context, .. } = &doc {
+            find.context_id = Some(*context);
+        }
         let found = self
             .browser
-            .cdp("finding the file input", self.page.execute(find))
+            .cdp("finding the file input", self.send_to(&doc, find))
             .await?;
         let object_id = found
-            .result
             .result
             .object_id
             .clone()
@@ -353,7 +377,7 @@ impl Tab {
         let mut params = SetFileInputFilesParams::new(files);
         params.object_id = Some(object_id);
         self.browser
-            .cdp("setting files", self.page.execute(params))
+            .cdp("setting files", self.send_to(&doc, params))
             .await?;
         Ok(())
     }
@@ -367,7 +391,7 @@ impl Tab {
             )
             .await?;
         } else {
-            let size = self.evaluate_raw("[innerWidth, innerHeight]", None).await?;
+            let size = self.evaluate_raw("[innerWidth, innerHeight]").await?;
             let half = |i: usize| size[i].as_f64().unwrap_or(400.0) / 2.0;
             let mut wheel =
                 DispatchMouseEventParams::new(DispatchMouseEventType::MouseWheel, half(0), half(1));
@@ -380,7 +404,6 @@ impl Tab {
         }
         self.evaluate_raw(
             "({ x: Math.round(scrollX), y: Math.round(scrollY), height: document.documentElement.scrollHeight })",
-            None,
         )
         .await
     }
@@ -421,6 +444,46 @@ impl Tab {
             return Err(script_error(details));
         }
         Ok(value.result.result.value.clone().unwrap_or(Value::Null))
+    }
+}
+
+/// Resolves once the document has drawn a frame after this call (two animation frames).
+const NEXT_FRAMES_JS: &str =
+    "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))";
+/// Upper bound for that wait (a page that draws no frames must not stall the action).
+const FRAME_WAIT_MS: u64 = 500;
+
+/// Reads the agent's pointer answer, turning a problem into an error an agent can act on;
+/// `what` names the thing that has the problem ("it", "its frame").
+fn pointer_target(value: Value, ref_id: u32, verb: &str, what: &str) -> ToolResult<PointerTarget> {
+    let target: PointerTarget = serde_json::from_value(value)
+        .map_err(|e| ToolError::internal(format!("unexpected pointer target: {e}")))?;
+    let Some(problem) = target.problem.as_deref() else {
+        return Ok(target);
+    };
+    let detail = target.detail.clone().unwrap_or_default();
+    let (message, hint) = match problem {
+        "covered" => (
+            format!("cannot {verb} [{ref_id}]: {what} is covered by {detail}"),
+            "close or dismiss what covers it (a dialog, banner or overlay), then take a new snapshot",
+        ),
+        "disabled" => (
+            format!("cannot {verb} [{ref_id}]: {what} is disabled"),
+            "fill in what the form needs first, then take a new snapshot",
+        ),
+        _ => (
+            format!("cannot {verb} [{ref_id}]: {what} is not visible ({detail})"),
+            "open the menu or section that holds it, then take a new snapshot",
+        ),
+    };
+    Err(ToolError::new(ErrorCode::InvalidArgument, message).with_hint(hint))
+}
+
+fn number(value: f64) -> CallArgument {
+    CallArgument {
+        value: Some(value.into()),
+        unserializable_value: None,
+        object_id: None,
     }
 }
 

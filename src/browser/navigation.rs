@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::page::{
     GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, ReloadParams,
+    StopLoadingParams,
 };
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -18,6 +19,8 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 
 /// How long to wait for Chromium's error text once its error page is showing.
 const ERROR_TEXT_WAIT: Duration = Duration::from_secs(3);
+/// How long to wait for Chromium's error page once a navigation has failed.
+const ERROR_PAGE_WAIT: Duration = Duration::from_secs(1);
 
 /// Where to go.
 #[derive(Debug, Clone)]
@@ -63,8 +66,9 @@ impl Tab {
             commits_before: Some(commits_before),
             dom_quiet: Duration::from_millis(super::settle::DOM_QUIET_MS),
             observe_at_least: Duration::ZERO,
+            baseline: None,
         };
-        let ready = self
+        let settled = self
             .settle(&goal, || match failure.as_mut().map(|rx| rx.try_recv()) {
                 // Not sooner: ending at the refusal itself would leave the error page's commit
                 // to land in the next navigation's wait.
@@ -74,7 +78,24 @@ impl Tab {
                     .unwrap_or_else(|| navigation_failed(&error))),
                 _ => Ok(()),
             })
-            .await?;
+            .await;
+        let ready = match settled {
+            Ok(ready) => ready,
+            Err(error)
+                if matches!(
+                    error.code,
+                    ErrorCode::BlockedUrl | ErrorCode::NavigationFailed
+                ) =>
+            {
+                // Chromium answers a failed navigation just before it shows its error page;
+                // that commit belongs to this navigation, not to the next one's wait.
+                if !error.message.contains("ERR_ABORTED") {
+                    self.await_commit_after(commits_before).await;
+                }
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
         let (status, error_page) = {
             let mut events = lock(&self.events);
             if let Some(refusal) = events.blocked.take() {
@@ -103,6 +124,14 @@ impl Tab {
         })
     }
 
+    /// Waits (briefly) until the main frame has committed a document after `commits_before`.
+    async fn await_commit_after(&self, commits_before: u64) {
+        let deadline = Instant::now() + ERROR_PAGE_WAIT;
+        while self.main_commits() <= commits_before && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(super::settle::SETTLE_POLL_MS)).await;
+        }
+    }
+
     /// Issues the navigation. For URLs the returned channel later carries Chromium's error
     /// text if the navigation failed (DNS, refused connection, …).
     async fn start_navigation(
@@ -111,13 +140,22 @@ impl Tab {
     ) -> ToolResult<Option<oneshot::Receiver<Option<String>>>> {
         match destination {
             Destination::Url(url) => {
+                if lock(&self.events).main_loading {
+                    // The previous document is still loading: end its requests now rather
+                    // than at the new document's commit, so they hold no connection it needs.
+                    // Best effort: an error page, for one, has nothing to stop.
+                    let stop = self.page.execute(StopLoadingParams::default());
+                    let _ = self.browser.cdp("stopping the page", stop).await;
+                }
                 let (tx, rx) = oneshot::channel();
-                let page = self.page.clone();
+                let link = self.frames.link().clone();
+                let session = self.frames.page_session.clone();
                 tokio::spawn(async move {
-                    // Resolves when the page loads (or chromiumoxide's request timeout passes);
-                    // only its error text matters here.
-                    let error = match page.execute(NavigateParams::new(url)).await {
-                        Ok(response) => response.result.error_text.clone(),
+                    // Sent on the link: chromiumoxide would queue it behind a previous
+                    // navigation until that one's `load`. Answers when the navigation commits
+                    // or fails; only its error text matters here.
+                    let error = match link.call(Some(&session), NavigateParams::new(url)).await {
+                        Ok(response) => response.error_text,
                         Err(_) => None,
                     };
                     let _ = tx.send(error);

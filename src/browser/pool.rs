@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 
 use super::guard::DocumentGuard;
+use super::link::CdpLink;
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
@@ -58,13 +59,15 @@ pub struct BrowserHandle {
     /// The temporary profile and TMPDIR of a launched browser, deleted when the handle drops
     /// (after the process has exited, see `shutdown`).
     _profile_dir: Option<tempfile::TempDir>,
-    cdp_timeout: Duration,
+    pub(crate) cdp_timeout: Duration,
     /// Downloads of every session, appended by the download watcher, taken by tabs.
     pub(crate) downloads: Arc<std::sync::Mutex<Vec<Download>>>,
     /// Follows `Browser.downloadWillBegin/Progress`; aborted on drop.
     download_task: JoinHandle<()>,
     /// Which documents tabs may load.
     pub(crate) guard: Arc<DocumentGuard>,
+    /// The second connection, for frame sessions and direct navigation (`link.rs`).
+    pub(crate) link: Arc<CdpLink>,
 }
 
 /// A file the page started to download.
@@ -173,6 +176,12 @@ impl BrowserPool {
             }
         };
         let mut browser = browser;
+        let link = tokio::time::timeout(cdp_timeout, CdpLink::connect(browser.websocket_address()))
+            .await
+            .map_err(|_| unavailable("connecting to the browser a second time timed out".into()))?
+            .map_err(|e| {
+                unavailable(format!("cannot connect to the browser a second time: {e}"))
+            })?;
         let pid = browser
             .get_mut_child()
             .and_then(|child| child.as_mut_inner().id());
@@ -196,6 +205,7 @@ impl BrowserPool {
             downloads,
             download_task,
             guard: self.guard.clone(),
+            link: Arc::new(link),
         })
     }
 
@@ -390,6 +400,11 @@ impl BrowserHandle {
 
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// The browser's DevTools WebSocket address.
+    pub fn devtools_address(&self) -> &str {
+        self.browser.websocket_address()
     }
 
     /// Runs one CDP call under the command timeout, failing at once if the browser dies.

@@ -4,10 +4,12 @@
 //! The page agent (agent.js) counts timers, fetch/XHR and animation frames and stamps the last
 //! DOM mutation; CDP network events count every other request. This module polls both.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::frames::Doc;
 use super::pool::browser_died;
 use super::tab::{Tab, lock};
 use crate::error::{ErrorCode, ToolResult};
@@ -64,6 +66,19 @@ pub struct SettleGoal<'a> {
     /// Not ready before this much time has passed: after an action, gives a navigation or
     /// request it triggered the moment it needs to show up.
     pub observe_at_least: Duration,
+    /// After an action: what was already pending before it, which the wait ignores as long as
+    /// the document stays the same.
+    pub baseline: Option<&'a ActionMark>,
+}
+
+/// The page's state just before an action, so that only what the action starts is waited for.
+#[derive(Debug, Clone)]
+pub struct ActionMark {
+    commits: u64,
+    /// Requests in flight before the action.
+    inflight: HashSet<String>,
+    /// The document's clock (`performance.now()`) before the action, when the agent answered.
+    clock: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,6 +100,22 @@ struct Probe {
 }
 
 impl Tab {
+    /// Notes what the page is busy with before an action.
+    pub async fn begin_action(&self) -> ActionMark {
+        let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+        let clock = self
+            .evaluate_in(&Doc::Top, "window.__wp ? __wp.now() : null", Some(limit))
+            .await
+            .ok()
+            .and_then(|value| value.as_f64());
+        let events = lock(&self.events);
+        ActionMark {
+            commits: events.main_commits,
+            inflight: events.inflight.keys().cloned().collect(),
+            clock,
+        }
+    }
+
     /// Polls until the page is ready per `goal`, or the time is up (then reports what was missing).
     /// `abort` is checked each round: a navigation that failed ends the wait with its error.
     pub(crate) async fn settle(
@@ -93,7 +124,9 @@ impl Tab {
         mut abort: impl FnMut() -> ToolResult<()>,
     ) -> ToolResult<Readiness> {
         let deadline = goal.started + goal.timeout;
-        let probe_call = probe_expression(goal.wait_for);
+        let probe_call = probe_expression(goal.wait_for, None);
+        let since = goal.baseline.and_then(|mark| mark.clock);
+        let probe_since = probe_expression(goal.wait_for, since);
         let mut loaded_at: Option<Instant> = None;
         loop {
             abort()?;
@@ -103,9 +136,18 @@ impl Tab {
             let committed = goal
                 .commits_before
                 .is_none_or(|before| self.main_commits() > before);
+            // Same document as before the action: only what the action started counts.
+            let unchanged = goal
+                .baseline
+                .filter(|mark| mark.commits == self.main_commits());
             let probe = if committed {
                 let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
-                match self.evaluate_within(&probe_call, None, Some(limit)).await {
+                let call = if unchanged.is_some() {
+                    &probe_since
+                } else {
+                    &probe_call
+                };
+                match self.evaluate_in(&Doc::Top, call, Some(limit)).await {
                     Ok(value) => serde_json::from_value::<Probe>(value).ok(),
                     // A dead browser ends the wait; other failures (a document being replaced,
                     // a busy page) just mean "not ready yet".
@@ -135,6 +177,7 @@ impl Tab {
                 committed,
                 probe.as_ref(),
                 goal.wait_for,
+                unchanged,
                 loaded_at,
                 now,
                 quiet_ms,
@@ -159,12 +202,17 @@ impl Tab {
         }
     }
 
-    /// Everything that keeps the page from being ready, in words an agent can act on.
+    /// Everything that keeps the page from being ready, in words an agent can act on. With a
+    /// `baseline` (an action on this same document), what was pending before it is left out:
+    /// the document's own loading, requests already in flight (the probe counts the agent's
+    /// timers and calls since then only).
+    #[allow(clippy::too_many_arguments)]
     fn missing(
         &self,
         committed: bool,
         probe: Option<&Probe>,
         wait_for: Option<&str>,
+        baseline: Option<&ActionMark>,
         loaded_at: Option<Instant>,
         now: Instant,
         quiet_ms: u64,
@@ -187,10 +235,10 @@ impl Tab {
         if just_left || (lock(&self.events).main_loading && probe.ready_state == "complete") {
             missing.push("a navigation is in progress".into());
         }
-        if probe.ready_state != "complete" {
+        if probe.ready_state != "complete" && baseline.is_none() {
             missing.push(format!("load event (document is {})", probe.ready_state));
         }
-        let pending = self.pending_requests(loaded_at, now);
+        let pending = self.pending_requests(baseline, loaded_at, now);
         if !pending.is_empty() {
             let shown: Vec<&str> = pending.iter().take(3).map(String::as_str).collect();
             missing.push(format!(
@@ -217,17 +265,25 @@ impl Tab {
         missing
     }
 
-    /// URLs of requests in flight, leaving out long-lived ones once the page has loaded.
-    fn pending_requests(&self, loaded_at: Option<Instant>, now: Instant) -> Vec<String> {
+    /// URLs of requests in flight, leaving out long-lived ones once the page has loaded and
+    /// those already pending before an action.
+    fn pending_requests(
+        &self,
+        baseline: Option<&ActionMark>,
+        loaded_at: Option<Instant>,
+        now: Instant,
+    ) -> Vec<String> {
         let events = lock(&self.events);
         let mut pending: Vec<(Instant, String)> = events
             .inflight
-            .values()
-            .filter(|(_, started)| {
+            .iter()
+            .filter(|(key, _)| baseline.is_none_or(|mark| !mark.inflight.contains(*key)))
+            .map(|(_, pending)| pending)
+            .filter(|pending| {
                 loaded_at.is_none()
-                    || (now.duration_since(*started).as_millis() as u64) < LONG_REQUEST_MS
+                    || (now.duration_since(pending.started).as_millis() as u64) < LONG_REQUEST_MS
             })
-            .map(|(url, started)| (*started, shorten(url)))
+            .map(|pending| (pending.started, shorten(&pending.url)))
             .collect();
         pending.sort();
         pending.into_iter().map(|(_, url)| url).collect()
@@ -242,11 +298,13 @@ fn shorten(url: &str) -> String {
     }
 }
 
-/// The probe: the agent's counters, or the bare document state where the agent is missing.
-fn probe_expression(wait_for: Option<&str>) -> String {
+/// The probe: the agent's counters (of work started since `since`, a `performance.now()` of
+/// the document, if given), or the bare document state where the agent is missing.
+fn probe_expression(wait_for: Option<&str>, since: Option<f64>) -> String {
     let target = serde_json::to_string(&wait_for).unwrap_or_else(|_| "null".into());
+    let since = since.map_or_else(|| "null".to_string(), |clock| clock.to_string());
     format!(
-        "window.__wp ? __wp.state({target}) : {{ readyState: document.readyState, quietMs: 1e9, \
+        "window.__wp ? __wp.state({target}, {since}) : {{ readyState: document.readyState, quietMs: 1e9, \
          found: {target} === null ? null : !!(document.body && document.body.innerText.includes({target})) }}"
     )
 }
@@ -275,10 +333,11 @@ pub struct Aftermath {
 }
 
 impl Tab {
-    /// Waits only while the page is busy after an action (capped), then reports what changed.
+    /// Waits only while the action's own work keeps the page busy (capped), then reports what
+    /// changed. `mark` comes from `begin_action` just before the action.
     pub async fn settle_after_action(
         &self,
-        commits_before: u64,
+        mark: &ActionMark,
         timeout: Duration,
     ) -> ToolResult<Aftermath> {
         let started = Instant::now();
@@ -289,9 +348,10 @@ impl Tab {
             commits_before: None,
             dom_quiet: Duration::from_millis(ACTION_DOM_QUIET_MS),
             observe_at_least: Duration::from_millis(ACTION_OBSERVE_MS),
+            baseline: Some(mark),
         };
         let mut ready = self.settle(&quick, || Ok(())).await?;
-        let navigated = self.main_commits() > commits_before;
+        let navigated = self.main_commits() > mark.commits;
         if navigated && ready.by == ReadyBy::Timeout {
             // A navigation gets the caller's whole time limit, as browser_navigate would.
             let full = SettleGoal { timeout, ..quick };
@@ -320,10 +380,10 @@ impl Tab {
         timeout: Duration,
     ) -> ToolResult<bool> {
         let deadline = Instant::now() + timeout;
-        let probe = probe_expression(Some(target));
+        let probe = probe_expression(Some(target), None);
         loop {
             let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
-            let found = match self.evaluate_within(&probe, None, Some(limit)).await {
+            let found = match self.evaluate_in(&Doc::Top, &probe, Some(limit)).await {
                 Ok(value) => value.get("found").and_then(serde_json::Value::as_bool),
                 Err(error) if error.code == ErrorCode::BrowserUnavailable => return Err(error),
                 Err(_) => None,

@@ -8,9 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use chromiumoxide::cdp::browser_protocol::page::FrameId;
-use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::frames::Doc;
 use super::tab::{AGENT_JS, Tab};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
@@ -19,8 +20,8 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 pub(crate) struct RefBook {
     /// The next number to hand out; anything at or above it was never issued.
     next: u32,
-    /// Refs issued inside cross-origin frames, and the frame that owns each.
-    frame_refs: HashMap<u32, FrameId>,
+    /// Refs issued inside foreign frames, and the frame (its key) that owns each.
+    frame_refs: HashMap<u32, String>,
     /// Refs of the latest full element list, to tell what an action added or removed.
     last_listed: HashSet<u32>,
 }
@@ -59,10 +60,10 @@ pub struct Element {
     /// Outside the viewport (scroll to reach it).
     #[serde(default)]
     pub offscreen: bool,
-    /// CSS pixel box `[x, y, width, height]` in the top viewport; absent inside cross-origin frames.
+    /// CSS pixel box `[x, y, width, height]` in the top viewport.
     #[serde(default, rename = "box", skip_serializing_if = "Option::is_none")]
     pub bounds: Option<[f64; 4]>,
-    /// Origin of the cross-origin frame holding the element.
+    /// Origin of the foreign (cross-origin) frame holding the element.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame: Option<String>,
 }
@@ -160,104 +161,196 @@ impl Tab {
 
 /// What the page agent returns for one document.
 #[derive(Debug, Deserialize)]
-struct FrameSnapshot {
+struct DocSnapshot {
     next: u32,
     #[serde(default)]
+    origin: String,
+    #[serde(default)]
     items: Vec<Element>,
+    /// Where foreign frames sit among the items.
+    #[serde(default)]
+    frames: Vec<FrameMark>,
     #[serde(default)]
     scroll: Option<[i64; 4]>,
     #[serde(default)]
     error: Option<String>,
 }
 
-/// Where a ref lives once resolved: the frame context to evaluate in.
-pub(crate) struct RefTarget {
-    pub ref_id: u32,
-    pub context: Option<ExecutionContextId>,
+/// A foreign frame's place in its parent's element list: before item `at`, its content box at
+/// `x`, `y` and its visible window `view`, in the parent's viewport.
+#[derive(Debug, Deserialize)]
+struct FrameMark {
+    key: String,
+    at: usize,
+    x: f64,
+    y: f64,
+    view: [f64; 4],
 }
 
+/// How a document's boxes map into the top viewport.
+#[derive(Debug, Clone)]
+struct Placement {
+    dx: f64,
+    dy: f64,
+    /// The window of the top viewport through which the document is seen (`None`: all of it).
+    view: Option<[f64; 4]>,
+}
+
+/// Frames inside frames are followed this deep (a page framing itself stops here).
+pub(crate) const MAX_FRAME_DEPTH: usize = 8;
+
 impl Tab {
-    /// Lists the interactive elements (optionally under `selector`), numbering new ones.
+    /// Lists the interactive elements (optionally under `selector`), numbering new ones; the
+    /// elements of foreign frames sit at their frame's place.
     pub async fn elements(&mut self, selector: Option<&str>) -> ToolResult<ElementList> {
-        let call = format!(
-            "__wp.snapshot({}, {})",
-            self.refs.next,
-            serde_json::to_string(&selector).unwrap_or_else(|_| "null".into())
-        );
-        let main: FrameSnapshot = self.agent_call(&call, None).await?;
-        if main.error.is_some() {
+        self.tag_foreign_frames(&Doc::Top).await;
+        let top: DocSnapshot = self
+            .agent_call(&Doc::Top, &snapshot_call(self.refs.next, selector))
+            .await?;
+        if top.error.is_some() {
             return Err(ToolError::invalid(format!(
                 "selector {:?} matches no element on the page",
                 selector.unwrap_or_default()
             )));
         }
-        self.refs.next = self.refs.next.max(main.next);
-        let mut elements = main.items;
-        if selector.is_none() {
-            elements.extend(self.cross_origin_frame_elements().await);
-        }
+        let scroll = top.scroll.unwrap_or_default();
+        let mut elements = Vec::new();
+        let whole = Placement {
+            dx: 0.0,
+            dy: 0.0,
+            view: None,
+        };
+        self.splice(top, &Doc::Top, whole, &mut elements, 0).await;
         // Visible first; the sort is stable, so document order holds within each group.
         elements.sort_by_key(|e| e.offscreen);
         if selector.is_none() {
             self.refs.last_listed = elements.iter().map(|e| e.ref_id).collect();
         }
-        Ok(ElementList {
-            elements,
-            scroll: main.scroll.unwrap_or_default(),
+        Ok(ElementList { elements, scroll })
+    }
+
+    /// Adds a document's elements to `out` in order, each foreign frame's at its mark.
+    fn splice<'a>(
+        &'a mut self,
+        snap: DocSnapshot,
+        doc: &'a Doc,
+        place: Placement,
+        out: &'a mut Vec<Element>,
+        depth: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.refs.next = self.refs.next.max(snap.next);
+            let mut marks = snap.frames.into_iter().peekable();
+            for (index, mut element) in snap.items.into_iter().enumerate() {
+                while let Some(mark) = marks.next_if(|m| m.at <= index) {
+                    self.splice_frame(mark, &place, out, depth).await;
+                }
+                if let Some(key) = doc.key() {
+                    self.refs.frame_refs.insert(element.ref_id, key.to_string());
+                    element.frame = Some(snap.origin.clone());
+                    place.apply(&mut element);
+                }
+                out.push(element);
+            }
+            for mark in marks {
+                self.splice_frame(mark, &place, out, depth).await;
+            }
         })
     }
 
-    /// Elements inside frames the top document cannot script (another origin).
-    async fn cross_origin_frame_elements(&mut self) -> Vec<Element> {
-        let frames = self.page.frames().await.unwrap_or_default();
-        let main_frame = self.page.mainframe().await.ok().flatten();
-        let mut found = Vec::new();
-        for frame in frames
-            .into_iter()
-            .filter(|f| Some(f) != main_frame.as_ref())
-        {
-            let Ok(Some(context)) = self.page.frame_execution_context(frame.clone()).await else {
-                continue;
-            };
-            let call = format!(
-                "(() => {{ try {{ void window.parent.document; return null; }} catch (e) {{}} \
-                 return window.__wp ? {{ origin: location.origin, snap: __wp.snapshot({}, null) }} : null; }})()",
-                self.refs.next
-            );
-            let Ok(value) = self.evaluate_raw(&call, Some(context)).await else {
-                continue;
-            };
-            #[derive(Deserialize)]
-            struct Foreign {
-                origin: String,
-                snap: FrameSnapshot,
-            }
-            let Ok(Some(foreign)) = serde_json::from_value::<Option<Foreign>>(value) else {
-                continue;
-            };
-            self.refs.next = self.refs.next.max(foreign.snap.next);
-            for mut element in foreign.snap.items {
-                self.refs.frame_refs.insert(element.ref_id, frame.clone());
-                element.bounds = None;
-                element.frame = Some(foreign.origin.clone());
-                found.push(element);
-            }
+    /// Lists a foreign frame's elements into `out`, placed by its mark in the parent.
+    async fn splice_frame(
+        &mut self,
+        mark: FrameMark,
+        parent: &Placement,
+        out: &mut Vec<Element>,
+        depth: usize,
+    ) {
+        if depth >= MAX_FRAME_DEPTH {
+            return;
         }
-        found
+        let Some(doc) = self.foreign_doc(&mark.key).await else {
+            return;
+        };
+        self.tag_foreign_frames(&doc).await;
+        let call = snapshot_call(self.refs.next, None);
+        let Ok(snap) = self.agent_call::<DocSnapshot>(&doc, &call).await else {
+            return;
+        };
+        let [x, y, w, h] = mark.view;
+        let seen = [x + parent.dx, y + parent.dy, w, h];
+        let place = Placement {
+            dx: parent.dx + mark.x,
+            dy: parent.dy + mark.y,
+            view: Some(parent.view.map_or(seen, |outer| intersect(outer, seen))),
+        };
+        self.splice(snap, &doc, place, out, depth + 1).await;
     }
 
-    /// Calls the page agent, installing it first if this document does not have it yet
-    /// (documents that existed before the tab was attached).
+    /// The foreign frame with this key: an out-of-process frame, or a frame of the page's own
+    /// process with a document. `None` once it is gone.
+    pub(crate) async fn foreign_doc(&self, key: &str) -> Option<Doc> {
+        if let Some(remote) = self.frames.remote(key) {
+            return Some(remote);
+        }
+        let context = self
+            .page
+            .frame_execution_context(FrameId::new(key))
+            .await
+            .ok()??;
+        Some(Doc::Context {
+            frame: key.to_string(),
+            context,
+        })
+    }
+
+    /// Tags the `<iframe>` elements of `doc`'s foreign frames with their keys, so that the
+    /// documents holding them can mark their place. Frames of the page's own process are tagged
+    /// with the top document (their owners may sit in any of its frames).
+    pub(crate) async fn tag_foreign_frames(&self, doc: &Doc) {
+        let (session, mut frames) = match doc {
+            Doc::Top => {
+                let main = self.page.mainframe().await.ok().flatten();
+                let own: Vec<String> = self
+                    .page
+                    .frames()
+                    .await
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|frame| Some(frame) != main.as_ref())
+                    .map(|frame| frame.inner().clone())
+                    .collect();
+                (self.frames.page_session.clone(), own)
+            }
+            Doc::Remote { session, .. } => (session.clone(), Vec::new()),
+            Doc::Context { .. } => return,
+        };
+        frames.extend(
+            self.frames
+                .remote_children(&session)
+                .iter()
+                .filter_map(|child| child.key().map(str::to_string)),
+        );
+        frames.sort();
+        frames.dedup();
+        let tags = frames
+            .iter()
+            .map(|frame| self.frames.tag_owner(&self.browser, &session, frame));
+        futures::future::join_all(tags).await;
+    }
+
+    /// Calls the page agent in `doc`, installing it first if that document does not have it
+    /// yet (documents that existed before the tab or frame was attached).
     pub(crate) async fn agent_call<T: serde::de::DeserializeOwned>(
         &self,
+        doc: &Doc,
         call: &str,
-        context: Option<ExecutionContextId>,
     ) -> ToolResult<T> {
         let guarded = format!("window.__wp ? {call} : undefined");
-        let value = self.evaluate_raw(&guarded, context).await?;
+        let value = self.evaluate_in(doc, &guarded, None).await?;
         let value = if value.is_null() {
-            self.evaluate_raw(AGENT_JS, context).await?;
-            self.evaluate_raw(call, context).await?
+            self.evaluate_in(doc, AGENT_JS, None).await?;
+            self.evaluate_in(doc, call, None).await?
         } else {
             value
         };
@@ -265,22 +358,21 @@ impl Tab {
             .map_err(|e| ToolError::internal(format!("unexpected answer from the page agent: {e}")))
     }
 
-    /// Checks that `ref_id` was issued by this tab and finds the frame that owns it.
-    pub(crate) async fn locate_ref(&self, ref_id: u32) -> ToolResult<RefTarget> {
+    /// Checks that `ref_id` was issued by this tab and finds the document that holds it.
+    pub(crate) async fn locate_ref(&self, ref_id: u32) -> ToolResult<Doc> {
         if ref_id == 0 || ref_id >= self.refs.next {
             return Err(ToolError::new(
                 ErrorCode::NoSuchRef,
                 format!("ref {ref_id} was never issued in tab {}", self.id),
             ));
         }
-        let context = match self.refs.frame_refs.get(&ref_id) {
-            Some(frame) => match self.page.frame_execution_context(frame.clone()).await {
-                Ok(Some(context)) => Some(context),
-                _ => return Err(stale(ref_id, "its frame is gone")),
-            },
-            None => None,
-        };
-        Ok(RefTarget { ref_id, context })
+        match self.refs.frame_refs.get(&ref_id) {
+            Some(key) => self
+                .foreign_doc(key)
+                .await
+                .ok_or_else(|| stale(ref_id, "its frame is gone")),
+            None => Ok(Doc::Top),
+        }
     }
 
     /// Runs `function(el)` (JS source) on the element behind `ref_id` and returns its value.
@@ -289,11 +381,20 @@ impl Tab {
         ref_id: u32,
         function: &str,
     ) -> ToolResult<serde_json::Value> {
-        let target = self.locate_ref(ref_id).await?;
+        let doc = self.locate_ref(ref_id).await?;
+        self.on_element_in(&doc, ref_id, function).await
+    }
+
+    /// `on_element` where the ref's document is known.
+    pub(crate) async fn on_element_in(
+        &self,
+        doc: &Doc,
+        ref_id: u32,
+        function: &str,
+    ) -> ToolResult<serde_json::Value> {
         let call = format!(
-            "(() => {{ const r = __wp.resolve({}); if (r.status !== 'ok') return {{ status: r.status, why: r.why }}; \
-             return {{ status: 'ok', value: ({function})(r.el) }}; }})()",
-            target.ref_id
+            "(() => {{ const r = __wp.resolve({ref_id}); if (r.status !== 'ok') return {{ status: r.status, why: r.why }}; \
+             return {{ status: 'ok', value: ({function})(r.el) }}; }})()"
         );
         #[derive(Deserialize)]
         struct Outcome {
@@ -304,10 +405,10 @@ impl Tab {
         let guarded = format!(
             "window.__wp ? {call} : {{ status: 'stale', why: 'the page has loaded a new document since' }}"
         );
-        let outcome: Outcome = serde_json::from_value(
-            self.evaluate_raw(&guarded, target.context).await?,
-        )
-        .map_err(|e| ToolError::internal(format!("unexpected answer from the page agent: {e}")))?;
+        let outcome: Outcome = serde_json::from_value(self.evaluate_in(doc, &guarded, None).await?)
+            .map_err(|e| {
+                ToolError::internal(format!("unexpected answer from the page agent: {e}"))
+            })?;
         match outcome.status.as_str() {
             "ok" => Ok(outcome.value.unwrap_or_default()),
             "unknown" => Err(ToolError::new(
@@ -320,6 +421,37 @@ impl Tab {
             )),
         }
     }
+}
+
+impl Placement {
+    /// Moves a frame's element into the top viewport; it is off-screen when the frame's
+    /// visible window does not show it.
+    fn apply(&self, element: &mut Element) {
+        if let Some([x, y, w, h]) = element.bounds {
+            let moved = [x + self.dx, y + self.dy, w, h];
+            element.bounds = Some(moved);
+            if let Some(view) = self.view {
+                let shown = intersect(view, moved);
+                element.offscreen |= shown[2] <= 0.0 || shown[3] <= 0.0;
+            }
+        }
+    }
+}
+
+/// The overlap of two `[x, y, width, height]` rectangles (zero-sized when they do not meet).
+fn intersect(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+    let x = a[0].max(b[0]);
+    let y = a[1].max(b[1]);
+    let right = (a[0] + a[2]).min(b[0] + b[2]);
+    let bottom = (a[1] + a[3]).min(b[1] + b[3]);
+    [x, y, (right - x).max(0.0), (bottom - y).max(0.0)]
+}
+
+fn snapshot_call(next: u32, selector: Option<&str>) -> String {
+    format!(
+        "__wp.snapshot({next}, {})",
+        serde_json::to_string(&selector).unwrap_or_else(|_| "null".into())
+    )
 }
 
 fn stale(ref_id: u32, why: &str) -> ToolError {

@@ -82,7 +82,7 @@ impl SessionGuard {
         let mut origins: Vec<OriginStorage> = Vec::new();
         for tab in self.tabs() {
             let read = "(() => { try { return { origin: location.origin, items: Object.entries(localStorage) }; } catch (e) { return null; } })()";
-            let Ok(value) = tab.evaluate_raw(read, None).await else {
+            let Ok(value) = tab.evaluate_raw(read).await else {
                 continue;
             };
             #[derive(Deserialize)]
@@ -114,7 +114,7 @@ impl SessionGuard {
             let script = restore_script(origin);
             for tab in self.tabs() {
                 tab.install_script(&script).await?;
-                let _ = tab.evaluate_raw(&script, None).await;
+                let _ = tab.evaluate_raw(&script).await;
             }
             self.remember_script(script);
         }
@@ -123,12 +123,17 @@ impl SessionGuard {
 }
 
 impl Tab {
-    /// Runs `script` in every new document of this tab before the page's own scripts.
+    /// Runs `script` in every new document of this tab before the page's own scripts, frames
+    /// attached from now on included.
     pub(crate) async fn install_script(&self, script: &str) -> ToolResult<()> {
         let params = AddScriptToEvaluateOnNewDocumentParams::new(script);
         self.browser
             .cdp("installing a script", self.page.execute(params))
             .await?;
+        self.scripts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(script.to_string());
         Ok(())
     }
 }

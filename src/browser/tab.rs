@@ -5,23 +5,24 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chromiumoxide::Command;
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
-    RequestId, ResourceType,
+    ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
     AddScriptToEvaluateOnNewDocumentParams, DialogType, EventFrameNavigated,
     EventFrameStartedLoading, EventFrameStoppedLoading, EventJavascriptDialogOpening,
     EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{
-    EvaluateParams, ExceptionDetails, ExecutionContextId,
-};
+use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExceptionDetails};
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
+use super::frames::{Doc, Frames, InitScripts};
+use super::link::CdpTarget;
 use super::pool::BrowserHandle;
 use super::snapshot::RefBook;
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -42,8 +43,9 @@ pub struct DialogRecord {
 /// What the event watcher has seen on this tab; read by readiness checks and results.
 #[derive(Debug, Default)]
 pub(crate) struct TabEvents {
-    /// Requests started and not yet finished or failed, with their URL and start time.
-    pub inflight: HashMap<RequestId, (String, Instant)>,
+    /// Requests started and not yet finished or failed. Keyed by request id; requests of
+    /// out-of-process frames by `<session>/<request id>`.
+    pub inflight: HashMap<String, Pending>,
     /// Number of main-frame commits: a new document, or a same-document history change.
     pub main_commits: u64,
     /// The latest main-frame commit is Chromium's error page (DNS failure, refused connection…).
@@ -58,6 +60,62 @@ pub(crate) struct TabEvents {
     pub main_loading: bool,
     /// Why the URL policy refused the main frame's latest document request, until taken.
     pub blocked: Option<ToolError>,
+}
+
+/// A request in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    pub url: String,
+    pub started: Instant,
+    /// The frame whose document this request loads, when it is a frame's: such a document is
+    /// the frame's own business once its answer arrives or its frame attaches out of process
+    /// (whose target then reports the rest).
+    pub frame_document: Option<String>,
+}
+
+impl TabEvents {
+    /// Notes a request of the target whose main frame is `main_frame`.
+    pub(crate) fn request_sent(
+        &mut self,
+        key: String,
+        event: &EventRequestWillBeSent,
+        main_frame: &str,
+    ) {
+        if event.request.url.starts_with("data:") {
+            return;
+        }
+        let frame = event.frame_id.as_ref().map(|f| f.inner().as_str());
+        let frame_document = (event.r#type == Some(ResourceType::Document)
+            && frame != Some(main_frame))
+        .then(|| frame.map(str::to_string))
+        .flatten();
+        self.inflight.insert(
+            key,
+            Pending {
+                url: event.request.url.clone(),
+                started: Instant::now(),
+                frame_document,
+            },
+        );
+    }
+
+    /// A response arrived: some requests are done with it (`settles_on_response`).
+    pub(crate) fn response_received(&mut self, key: &str, kind: &ResourceType) {
+        let done = settles_on_response(kind)
+            || self
+                .inflight
+                .get(key)
+                .is_some_and(|pending| pending.frame_document.is_some());
+        if done {
+            self.inflight.remove(key);
+        }
+    }
+
+    /// A frame attached out of process: its target reports its document from now on.
+    pub(crate) fn frame_attached(&mut self, frame: &str) {
+        self.inflight
+            .retain(|_, pending| pending.frame_document.as_deref() != Some(frame));
+    }
 }
 
 /// A caller's choice for the next JS dialog.
@@ -76,6 +134,10 @@ pub struct Tab {
     pub(crate) events: Arc<Mutex<TabEvents>>,
     /// Ref numbering of this tab's element snapshots.
     pub(crate) refs: RefBook,
+    /// Out-of-process frames, and the tab's page session on the link.
+    pub(crate) frames: Frames,
+    /// Scripts the session runs in every document before the page's own (restored storage).
+    pub(crate) scripts: InitScripts,
     watcher: JoinHandle<()>,
 }
 
@@ -98,16 +160,21 @@ impl Tab {
         browser
             .cdp("installing the page agent", page.execute(install))
             .await?;
+        let scripts = InitScripts::default();
+        let frames =
+            Frames::attach(&browser, page.target_id(), events.clone(), scripts.clone()).await?;
         let tab = Self {
             id,
             page,
             browser,
             events,
             refs: RefBook::default(),
+            frames,
+            scripts,
             watcher,
         };
         // Pages that already have a document (popups) get the agent now as well.
-        let _ = tab.evaluate_raw(AGENT_JS, None).await;
+        let _ = tab.evaluate_raw(AGENT_JS).await;
         Ok(tab)
     }
 
@@ -115,39 +182,49 @@ impl Tab {
         self.page.target_id()
     }
 
-    pub(crate) async fn evaluate_raw(
-        &self,
-        expression: &str,
-        context: Option<ExecutionContextId>,
-    ) -> ToolResult<serde_json::Value> {
-        self.evaluate_within(expression, context, None).await
+    /// Evaluates in the top document.
+    pub(crate) async fn evaluate_raw(&self, expression: &str) -> ToolResult<serde_json::Value> {
+        self.evaluate_in(&Doc::Top, expression, None).await
     }
 
-    /// Evaluation with its own time limit (readiness probes use a short one).
-    pub(crate) async fn evaluate_within(
+    /// Evaluates in `doc`, under `limit` (readiness probes use a short one) or the CDP timeout.
+    pub(crate) async fn evaluate_in(
         &self,
+        doc: &Doc,
         expression: &str,
-        context: Option<ExecutionContextId>,
         limit: Option<Duration>,
     ) -> ToolResult<serde_json::Value> {
         let mut params = EvaluateParams::new(expression);
         params.return_by_value = Some(true);
         params.await_promise = Some(true);
-        params.context_id = context;
-        let call = self.page.execute(params);
-        let response = match limit {
-            Some(limit) => {
-                self.browser
-                    .within(limit, "evaluating in the page", call)
-                    .await?
-            }
-            None => self.browser.cdp("evaluating in the page", call).await?,
-        };
-        let result = response.result;
+        if let Doc::Context { context, .. } = doc {
+            params.context_id = Some(*context);
+        }
+        let call = self.send_to(doc, params);
+        let limit = limit.unwrap_or(self.browser.cdp_timeout);
+        let result = self
+            .browser
+            .within(limit, "evaluating in the page", call)
+            .await?;
         if let Some(details) = &result.exception_details {
             return Err(script_error(details));
         }
         Ok(result.result.value.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Sends a command to the target holding `doc` (the tab's page, or a frame's session);
+    /// time limits are the caller's.
+    pub(crate) async fn send_to<C: Command>(
+        &self,
+        doc: &Doc,
+        command: C,
+    ) -> Result<C::Response, String> {
+        match doc {
+            Doc::Top | Doc::Context { .. } => {
+                CdpTarget::Page(self.page.clone()).send(command).await
+            }
+            Doc::Remote { session, .. } => self.frames.link().call(Some(session), command).await,
+        }
     }
 
     pub async fn url(&self) -> String {
@@ -266,23 +343,26 @@ async fn spawn_watcher(
         loop {
             tokio::select! {
                 Some(event) = started.next() => {
-                    if !event.request.url.starts_with("data:") {
-                        lock(&events).inflight.insert(event.request_id.clone(), (event.request.url.clone(), Instant::now()));
-                    }
+                    lock(&events).request_sent(event.request_id.inner().clone(), &event, &main_frame);
                 }
-                Some(event) = finished.next() => { lock(&events).inflight.remove(&event.request_id); }
-                Some(event) = failed.next() => { lock(&events).inflight.remove(&event.request_id); }
+                Some(event) = finished.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
+                Some(event) = failed.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
                 Some(event) = responses.next() => {
-                    if event.r#type == ResourceType::Document && event.request_id.inner() == event.loader_id.inner() {
-                        lock(&events).document_status = Some(event.response.status);
+                    let mut state = lock(&events);
+                    if event.frame_id.as_ref().is_some_and(|frame| *frame.inner() == main_frame)
+                        && event.r#type == ResourceType::Document
+                        && event.request_id.inner() == event.loader_id.inner()
+                    {
+                        state.document_status = Some(event.response.status);
                     }
+                    state.response_received(event.request_id.inner(), &event.r#type);
                 }
                 Some(event) = commits.next() => {
                     if event.frame.parent_id.is_none() {
                         let mut state = lock(&events);
                         state.main_commits += 1;
                         state.error_page = event.frame.unreachable_url.is_some();
-                        state.inflight.retain(|_, (url, _)| *url == event.frame.url);
+                        state.inflight.retain(|_, pending| pending.url == event.frame.url);
                     }
                 }
                 Some(event) = in_document.next() => {
@@ -302,13 +382,12 @@ async fn spawn_watcher(
                 }
                 Some(event) = paused.next() => {
                     // Resolving a host name may take a while; other events must not wait.
-                    let answer = super::guard::answer(page.clone(), guard.clone(), events.clone(), main_frame.clone(), event);
+                    let target = CdpTarget::Page(page.clone());
+                    let answer = super::guard::answer(target, guard.clone(), events.clone(), Some(main_frame.clone()), event);
                     tokio::spawn(answer);
                 }
                 Some(event) = dialogs.next() => {
-                    let answer = lock(&events).next_dialog.take();
-                    let record = answer_dialog(&page, &event, answer).await;
-                    lock(&events).dialogs.push(record);
+                    answer_dialog(&CdpTarget::Page(page.clone()), &event, &events).await;
                 }
                 else => break,
             }
@@ -316,15 +395,31 @@ async fn spawn_watcher(
     }))
 }
 
+/// Whether a request is done, for readiness, once its response has arrived: the body of a fetch,
+/// XHR, beacon or media request may stream for ever or never be read (the page has what it asked
+/// for). Documents, scripts, styles, images and fonts count until their body has loaded: the
+/// page needs them to render.
+pub(crate) fn settles_on_response(kind: &ResourceType) -> bool {
+    !matches!(
+        kind,
+        ResourceType::Document
+            | ResourceType::Script
+            | ResourceType::Stylesheet
+            | ResourceType::Image
+            | ResourceType::Font
+    )
+}
+
 /// Answers a JS dialog so the page never blocks: as the caller asked for this one, else alerts
 /// and confirms are accepted, prompts get their default text, and `beforeunload` lets the
-/// navigation proceed.
-async fn answer_dialog(
-    page: &Page,
+/// navigation proceed. The dialog is recorded first: the action that opened it may end as
+/// soon as it is answered.
+pub(crate) async fn answer_dialog(
+    target: &CdpTarget,
     event: &EventJavascriptDialogOpening,
-    answer: Option<DialogAnswer>,
-) -> DialogRecord {
-    let answer = answer.unwrap_or(DialogAnswer {
+    events: &Mutex<TabEvents>,
+) {
+    let answer = lock(events).next_dialog.take().unwrap_or(DialogAnswer {
         accept: true,
         prompt_text: None,
     });
@@ -341,10 +436,10 @@ async fn answer_dialog(
         }
         _ => "accepted".to_string(),
     };
-    let _ = tokio::time::timeout(Duration::from_secs(5), page.execute(params)).await;
-    DialogRecord {
+    lock(events).dialogs.push(DialogRecord {
         kind: event.r#type.as_ref().to_string(),
         message: event.message.clone(),
         answer: described,
-    }
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(5), target.send(params)).await;
 }

@@ -114,10 +114,10 @@ impl Tool for Interact {
         let name = session.name().to_string();
         let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let tab_id = tab.id.clone();
-        let commits_before = tab.main_commits();
+        let mark = tab.begin_action().await;
         let mut extra = perform(tab, &args, timeout).await?;
         if changes_page(args.action) {
-            let aftermath = tab.settle_after_action(commits_before, timeout).await?;
+            let aftermath = tab.settle_after_action(&mark, timeout).await?;
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
             let changes = tab.element_changes().await.ok();

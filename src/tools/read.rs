@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::paging::{self, Slice, slice_lines, slice_text};
 use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
-use crate::browser::{Form, Scope, Tab};
+use crate::browser::{FindHit, Form, Scope, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::web::{markdown, sections};
 
@@ -78,10 +78,7 @@ impl Tool for Read {
             ReadMode::Find => {
                 let query = required_query(&args, "find")?;
                 let hits = tab.find(query, MAX_FIND_HITS).await?;
-                let lines: Vec<String> = hits
-                    .iter()
-                    .map(|h| format!("{:?} → refs {:?}", h.context, h.refs))
-                    .collect();
+                let lines: Vec<String> = hits.iter().map(FindHit::line).collect();
                 paged(
                     slice_lines(&lines, budget, cursor)?,
                     json!({ "matches": hits.len() }),

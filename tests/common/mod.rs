@@ -3,6 +3,7 @@
 //! 127.0.0.1 serving `fixtures/`.
 #![allow(dead_code)]
 
+pub mod page_fixtures;
 pub mod python;
 pub mod web_fixtures;
 
@@ -25,8 +26,13 @@ pub struct Harness {
     pub api: String,
     /// Base URL of the main fixture server.
     pub fixtures: String,
-    /// Base URL of a second fixture server (another origin).
+    /// Base URL of a second fixture server (another origin of the same site).
     pub second: String,
+    /// The second fixture server under another host name, `localhost`: another site, whose
+    /// frames Chromium runs in a process of their own.
+    pub cross_site: String,
+    /// A third fixture server on 127.0.0.2: a third site.
+    pub third_site: String,
     pub app: App,
     runtime: tokio::runtime::Handle,
     _data_dir: tempfile::TempDir,
@@ -39,11 +45,12 @@ pub fn harness() -> &'static Harness {
     HARNESS.get_or_init(|| start(loopback_config()))
 }
 
-/// The default configuration with the fixture servers' address allowed: the URL policy refuses
-/// loopback targets otherwise, to fetches and browser documents alike.
+/// The default configuration with the fixture servers' addresses allowed (127.0.0.1, also
+/// named `localhost`, and 127.0.0.2): the URL policy refuses loopback targets otherwise, to
+/// fetches and browser documents alike. Tests of the policy use 127.0.0.3.
 pub fn loopback_config() -> Config {
     let mut config = Config::default();
-    config.fetch.allow = vec!["127.0.0.1".into()];
+    config.fetch.allow = vec!["127.0.0.1".into(), "localhost".into(), "127.0.0.2".into()];
     config
 }
 
@@ -85,6 +92,12 @@ pub fn start_with(configure: impl FnOnce(&str) -> Config + Send + 'static) -> Ha
             let fixtures = format!("http://{}", fixtures_listener.local_addr().unwrap());
             let second_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let second = format!("http://{}", second_listener.local_addr().unwrap());
+            let cross_site = format!(
+                "http://localhost:{}",
+                second_listener.local_addr().unwrap().port()
+            );
+            let third_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+            let third_site = format!("http://{}", third_listener.local_addr().unwrap());
             let mut config = configure(&fixtures);
             let data_dir = tempfile::tempdir().expect("data dir");
             config.data_dir = data_dir.path().to_path_buf();
@@ -95,8 +108,14 @@ pub fn start_with(configure: impl FnOnce(&str) -> Config + Send + 'static) -> Ha
                 .await
                 .expect("bind api");
             let api = format!("http://{}", listener.local_addr().unwrap());
-            tokio::spawn(serve_fixtures(fixtures_listener, second.clone()));
-            tokio::spawn(serve_fixtures(second_listener, fixtures.clone()));
+            let sites = |other: &str| Sites {
+                other_origin: other.to_string(),
+                cross_site: cross_site.clone(),
+                third_site: third_site.clone(),
+            };
+            tokio::spawn(serve_fixtures(fixtures_listener, sites(&second)));
+            tokio::spawn(serve_fixtures(second_listener, sites(&fixtures)));
+            tokio::spawn(serve_fixtures(third_listener, sites(&fixtures)));
             tokio::spawn(webpilot::server::serve(
                 app.clone(),
                 listener,
@@ -106,6 +125,8 @@ pub fn start_with(configure: impl FnOnce(&str) -> Config + Send + 'static) -> Ha
                 api,
                 fixtures,
                 second,
+                cross_site,
+                third_site,
                 app,
                 runtime: tokio::runtime::Handle::current(),
                 _data_dir: data_dir,
@@ -121,9 +142,18 @@ pub(crate) fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-/// Serves `fixtures/` with `__SECOND_ORIGIN__` replaced, plus `/hang` (never answers) and
-/// `/status/{code}`.
-async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String) {
+/// The other places a fixture page may point at, written into its HTML where it says
+/// `__SECOND_ORIGIN__`, `__CROSS_SITE__` or `__THIRD_SITE__`.
+#[derive(Clone)]
+pub struct Sites {
+    other_origin: String,
+    cross_site: String,
+    third_site: String,
+}
+
+/// Serves `fixtures/` with the sites above replaced, plus `/hang` (never answers),
+/// `/status/{code}` and the routes of `page_fixtures` and `web_fixtures`.
+async fn serve_fixtures(listener: tokio::net::TcpListener, sites: Sites) {
     let router = Router::new()
         .route("/hang", get(std::future::pending::<&'static str>))
         .route("/status/{code}", get(status_page))
@@ -131,16 +161,17 @@ async fn serve_fixtures(listener: tokio::net::TcpListener, other_origin: String)
         .route("/account", get(account))
         .route("/download/{name}", get(download))
         .merge(web_fixtures::routes())
+        .merge(page_fixtures::routes())
         .route("/{*path}", get(fixture_file))
-        .with_state(other_origin);
+        .with_state(sites);
     axum::serve(listener, router).await.unwrap();
 }
 
 /// Session ids the login fixture handed out (shared by every fixture server of the process).
 static LOGINS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-async fn login_form() -> Response {
-    fixture_file(State(String::new()), Path("login.html".into())).await
+async fn login_form(sites: State<Sites>) -> Response {
+    fixture_file(sites, Path("login.html".into())).await
 }
 
 /// `alice` / `wonderland` gets an httpOnly `session` cookie and a redirect to /account.
@@ -231,10 +262,7 @@ async fn status_page(Path(code): Path<u16>) -> Response {
         .into_response()
 }
 
-pub(crate) async fn fixture_file(
-    State(other_origin): State<String>,
-    Path(path): Path<String>,
-) -> Response {
+pub(crate) async fn fixture_file(State(sites): State<Sites>, Path(path): Path<String>) -> Response {
     if path.contains("..") {
         return StatusCode::BAD_REQUEST.into_response();
     }
@@ -255,7 +283,9 @@ pub(crate) async fn fixture_file(
     };
     let body = if mime.starts_with("text/html") {
         String::from_utf8_lossy(&bytes)
-            .replace("__SECOND_ORIGIN__", &other_origin)
+            .replace("__SECOND_ORIGIN__", &sites.other_origin)
+            .replace("__CROSS_SITE__", &sites.cross_site)
+            .replace("__THIRD_SITE__", &sites.third_site)
             .into_bytes()
     } else {
         bytes

@@ -18,7 +18,7 @@ use super::fixtures_dir;
 /// The key the test configuration gives Tavily and Brave.
 pub const TEST_KEY: &str = "test-key";
 
-pub fn routes() -> Router<String> {
+pub fn routes() -> Router<super::Sites> {
     Router::new()
         .route("/ddg/html/", post(duckduckgo))
         .route("/searxng/search", get(searxng))
@@ -317,7 +317,7 @@ pub static MODEL_CALLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Ve
 pub static SLOW_STREAM_DROPPED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-pub fn model_routes() -> Router<String> {
+pub fn model_routes() -> Router<super::Sites> {
     Router::new().route("/v1/chat/completions", post(scripted_model))
 }
 
@@ -492,7 +492,7 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
 pub static CRAWL_LOAD: std::sync::Mutex<Vec<(String, usize, usize)>> =
     std::sync::Mutex::new(Vec::new());
 
-pub fn crawl_routes() -> Router<String> {
+pub fn crawl_routes() -> Router<super::Sites> {
     Router::new()
         .route("/crawl/page/{n}", get(crawl_page))
         .route("/crawl/slow", get(crawl_slow))

@@ -1,0 +1,411 @@
+//! Frames a tab's top document cannot script: out-of-process frames of other sites (their own
+//! CDP targets under site isolation) and same-process frames of another origin.
+//!
+//! Out-of-process frames are reached through the link (`link.rs`): each tab attaches to its page
+//! target a second time and asks Chromium to auto-attach its iframes, paused until they are set
+//! up like the tab itself — the page agent, the URL guard on their documents, JS dialog answers,
+//! network tracking for readiness — and recursively for frames inside them.
+//!
+//! Every foreign frame is known by its frame id (its `key`). Before its parent document is read,
+//! the frame's owner element (`<iframe>`) is tagged with that key, so the parent's agent can mark
+//! the frame's place in document order and its box; the tab then reads the frame and splices it
+//! in there (`snapshot.rs`, `content.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use chromiumoxide::cdp::browser_protocol::dom::{GetFrameOwnerParams, ResolveNodeParams};
+use chromiumoxide::cdp::browser_protocol::page::{AddScriptToEvaluateOnNewDocumentParams, FrameId};
+use chromiumoxide::cdp::browser_protocol::target::{
+    AttachToTargetParams, FilterEntry, SetAutoAttachParams, TargetFilter, TargetId,
+};
+use chromiumoxide::cdp::events::CdpEvent;
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallArgument, CallFunctionOnParams, ExecutionContextId, RunIfWaitingForDebuggerParams,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::guard::DocumentGuard;
+use super::link::{CdpLink, CdpTarget, LinkEvent};
+use super::pool::BrowserHandle;
+use super::tab::{AGENT_JS, TabEvents, answer_dialog, lock};
+use crate::error::ToolResult;
+
+/// A document of the tab the tools can read and act in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Doc {
+    /// The tab's top document (and every same-origin frame inside it, which its agent walks).
+    Top,
+    /// A frame of the page's own process that the top document may not script (another origin
+    /// of the same site), evaluated in its execution context.
+    Context {
+        frame: String,
+        context: ExecutionContextId,
+    },
+    /// An out-of-process frame, reached through its own session on the link.
+    Remote { frame: String, session: String },
+}
+
+impl Doc {
+    /// The frame id of a foreign frame; `None` for the top document.
+    pub(crate) fn key(&self) -> Option<&str> {
+        match self {
+            Doc::Top => None,
+            Doc::Context { frame, .. } | Doc::Remote { frame, .. } => Some(frame),
+        }
+    }
+}
+
+/// One out-of-process frame attached under the tab.
+#[derive(Debug, Clone)]
+struct RemoteFrame {
+    session: String,
+    frame: String,
+    /// Session of the target that holds the frame's `<iframe>` element.
+    parent_session: String,
+}
+
+/// What the frame watcher and the tab share about out-of-process frames.
+#[derive(Default)]
+struct Registry {
+    frames: Vec<RemoteFrame>,
+    /// Owner elements already tagged with their frame's key, by frame id, with the owner's
+    /// object id (valid in the owner's session) for positioning.
+    owners: HashMap<String, String>,
+}
+
+/// The out-of-process frames of one tab.
+pub(crate) struct Frames {
+    link: Arc<CdpLink>,
+    /// The tab's page target, attached a second time on the link.
+    pub(crate) page_session: String,
+    registry: Arc<Mutex<Registry>>,
+    route: mpsc::UnboundedSender<LinkEvent>,
+    watcher: JoinHandle<()>,
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        self.link.unroute(&self.route);
+        self.watcher.abort();
+    }
+}
+
+/// Scripts every document of the tab runs first: the agent, then restored storage.
+pub(crate) type InitScripts = Arc<Mutex<Vec<String>>>;
+
+impl Frames {
+    /// Attaches to the tab's page target on the link and starts following its frames.
+    pub(crate) async fn attach(
+        browser: &BrowserHandle,
+        target: &TargetId,
+        events: Arc<Mutex<TabEvents>>,
+        scripts: InitScripts,
+    ) -> ToolResult<Self> {
+        let link = browser.link.clone();
+        let attach = AttachToTargetParams {
+            target_id: target.clone(),
+            flatten: Some(true),
+        };
+        let page_session = browser
+            .cdp("attaching to the tab", link.call(None, attach))
+            .await?
+            .session_id
+            .inner()
+            .clone();
+        let (route, receiver) = mpsc::unbounded_channel();
+        link.route(&page_session, route.clone());
+        let registry = Arc::new(Mutex::new(Registry::default()));
+        let watcher = tokio::spawn(watch(
+            link.clone(),
+            receiver,
+            registry.clone(),
+            events,
+            browser.guard.clone(),
+            scripts,
+        ));
+        browser
+            .cdp(
+                "following the tab's frames",
+                link.call(Some(&page_session), auto_attach()),
+            )
+            .await?;
+        Ok(Self {
+            link,
+            page_session,
+            registry,
+            route,
+            watcher,
+        })
+    }
+
+    pub(crate) fn link(&self) -> &Arc<CdpLink> {
+        &self.link
+    }
+
+    /// The out-of-process frame with this frame id, if it is still attached.
+    pub(crate) fn remote(&self, frame: &str) -> Option<Doc> {
+        self.registry()
+            .frames
+            .iter()
+            .find(|f| f.frame == frame)
+            .map(|f| Doc::Remote {
+                frame: f.frame.clone(),
+                session: f.session.clone(),
+            })
+    }
+
+    /// Out-of-process frames whose owner element lives in the target of `session`.
+    pub(crate) fn remote_children(&self, session: &str) -> Vec<Doc> {
+        self.registry()
+            .frames
+            .iter()
+            .filter(|f| f.parent_session == session)
+            .map(|f| Doc::Remote {
+                frame: f.frame.clone(),
+                session: f.session.clone(),
+            })
+            .collect()
+    }
+
+    /// The session in which `doc`'s owner element lives, and the document holding it.
+    pub(crate) fn parent(&self, doc: &Doc) -> Option<(String, Doc)> {
+        match doc {
+            Doc::Top => None,
+            Doc::Context { .. } => Some((self.page_session.clone(), Doc::Top)),
+            Doc::Remote { session, .. } => {
+                let registry = self.registry();
+                let parent_session = registry
+                    .frames
+                    .iter()
+                    .find(|f| &f.session == session)?
+                    .parent_session
+                    .clone();
+                if parent_session == self.page_session {
+                    return Some((parent_session, Doc::Top));
+                }
+                let parent = registry
+                    .frames
+                    .iter()
+                    .find(|f| f.session == parent_session)?;
+                Some((
+                    parent_session.clone(),
+                    Doc::Remote {
+                        frame: parent.frame.clone(),
+                        session: parent_session,
+                    },
+                ))
+            }
+        }
+    }
+
+    /// Tags the owner element of `frame` (living in `owner_session`) with the frame's key, once;
+    /// returns the owner's object id. `None` when the frame is going away.
+    pub(crate) async fn tag_owner(
+        &self,
+        browser: &BrowserHandle,
+        owner_session: &str,
+        frame: &str,
+    ) -> Option<String> {
+        if let Some(owner) = self.registry().owners.get(frame) {
+            return Some(owner.clone());
+        }
+        let session = Some(owner_session);
+        let find = GetFrameOwnerParams::new(FrameId::new(frame));
+        let owner = browser
+            .cdp("finding a frame's element", self.link.call(session, find))
+            .await
+            .ok()?;
+        let resolve = ResolveNodeParams {
+            backend_node_id: Some(owner.backend_node_id),
+            ..Default::default()
+        };
+        let object = browser
+            .cdp(
+                "finding a frame's element",
+                self.link.call(session, resolve),
+            )
+            .await
+            .ok()?
+            .object
+            .object_id?;
+        let mut tag = CallFunctionOnParams::new(TAG_OWNER_JS);
+        tag.object_id = Some(object.clone());
+        tag.arguments = Some(vec![CallArgument {
+            value: Some(frame.into()),
+            unserializable_value: None,
+            object_id: None,
+        }]);
+        browser
+            .cdp("marking a frame's element", self.link.call(session, tag))
+            .await
+            .ok()?;
+        let object = object.inner().clone();
+        self.registry()
+            .owners
+            .insert(frame.to_string(), object.clone());
+        Some(object)
+    }
+
+    /// Forgets a tagged owner whose object id no longer works (its document was replaced).
+    pub(crate) fn forget_owner(&self, frame: &str) {
+        self.registry().owners.remove(frame);
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        lock_registry(&self.registry)
+    }
+}
+
+/// Marks an `<iframe>` with its frame's key, invisibly to the page: a registered symbol is
+/// shared by every same-origin realm, so the agent of whichever document walks the element
+/// sees it.
+const TAG_OWNER_JS: &str = "function (key) { Object.defineProperty(this, Symbol.for('webpilot.frame'), \
+    { value: key, configurable: true }); }";
+
+fn lock_registry(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
+    registry
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Iframes only; workers and the like stay unattached (and unpaused).
+fn auto_attach() -> SetAutoAttachParams {
+    SetAutoAttachParams {
+        auto_attach: true,
+        wait_for_debugger_on_start: true,
+        flatten: Some(true),
+        filter: Some(TargetFilter::new(vec![FilterEntry {
+            exclude: Some(false),
+            r#type: Some("iframe".into()),
+        }])),
+    }
+}
+
+/// Follows the tab's out-of-process frames until the tab is dropped.
+async fn watch(
+    link: Arc<CdpLink>,
+    mut receiver: mpsc::UnboundedReceiver<LinkEvent>,
+    registry: Arc<Mutex<Registry>>,
+    events: Arc<Mutex<TabEvents>>,
+    guard: Arc<DocumentGuard>,
+    scripts: InitScripts,
+) {
+    while let Some(LinkEvent { session, event }) = receiver.recv().await {
+        let target = || CdpTarget::Session(link.clone(), session.clone());
+        let key = |id: &str| format!("{session}/{id}");
+        match event {
+            CdpEvent::TargetAttachedToTarget(attached) => {
+                let child = attached.session_id.inner().clone();
+                let frame = attached.target_info.target_id.inner().clone();
+                lock(&events).frame_attached(&frame);
+                lock_registry(&registry).frames.push(RemoteFrame {
+                    session: child.clone(),
+                    frame,
+                    parent_session: session.clone(),
+                });
+                let scripts = lock_init(&scripts).clone();
+                tokio::spawn(prepare(link.clone(), child, scripts));
+            }
+            CdpEvent::TargetDetachedFromTarget(detached) => {
+                forget(&registry, &events, detached.session_id.inner());
+            }
+            CdpEvent::NetworkRequestWillBeSent(sent) => {
+                // A frame's target is named after its frame.
+                let frame = lock_registry(&registry)
+                    .frames
+                    .iter()
+                    .find(|f| f.session == session)
+                    .map(|f| f.frame.clone())
+                    .unwrap_or_default();
+                lock(&events).request_sent(key(sent.request_id.inner()), &sent, &frame);
+            }
+            CdpEvent::NetworkResponseReceived(received) => {
+                lock(&events)
+                    .response_received(&key(received.request_id.inner()), &received.r#type);
+            }
+            CdpEvent::NetworkLoadingFinished(finished) => {
+                lock(&events)
+                    .inflight
+                    .remove(&key(finished.request_id.inner()));
+            }
+            CdpEvent::NetworkLoadingFailed(failed) => {
+                lock(&events)
+                    .inflight
+                    .remove(&key(failed.request_id.inner()));
+            }
+            CdpEvent::FetchRequestPaused(paused) => {
+                // Its main-frame refusals are the tab's own target's business: none here.
+                let answer =
+                    super::guard::answer(target(), guard.clone(), events.clone(), None, paused);
+                tokio::spawn(answer);
+            }
+            CdpEvent::PageJavascriptDialogOpening(opening) => {
+                let events = events.clone();
+                let target = target();
+                tokio::spawn(async move { answer_dialog(&target, &opening, &events).await });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn lock_init(scripts: &InitScripts) -> std::sync::MutexGuard<'_, Vec<String>> {
+    scripts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Sets a new frame up like a tab, then lets it run. Failures mean the frame went away.
+async fn prepare(link: Arc<CdpLink>, session: String, scripts: Vec<String>) {
+    let _ = futures::join!(
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::browser_protocol::network::EnableParams::default()
+        ),
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::browser_protocol::page::EnableParams::default()
+        ),
+        link.call(Some(&session), super::guard::document_pattern()),
+        link.call(Some(&session), auto_attach()),
+    );
+    for script in std::iter::once(AGENT_JS.to_string()).chain(scripts) {
+        let install = AddScriptToEvaluateOnNewDocumentParams::new(script);
+        let _ = link.call(Some(&session), install).await;
+    }
+    let _ = link
+        .call(Some(&session), RunIfWaitingForDebuggerParams::default())
+        .await;
+}
+
+/// Drops a detached frame, the frames inside it and their requests.
+fn forget(registry: &Mutex<Registry>, events: &Mutex<TabEvents>, session: &str) {
+    let mut registry = lock_registry(registry);
+    let mut gone = vec![session.to_string()];
+    let mut index = 0;
+    while index < gone.len() {
+        let parent = gone[index].clone();
+        gone.extend(
+            registry
+                .frames
+                .iter()
+                .filter(|f| f.parent_session == parent)
+                .map(|f| f.session.clone()),
+        );
+        index += 1;
+    }
+    let frames: Vec<String> = registry
+        .frames
+        .iter()
+        .filter(|f| gone.contains(&f.session))
+        .map(|f| f.frame.clone())
+        .collect();
+    registry.frames.retain(|f| !gone.contains(&f.session));
+    registry.owners.retain(|frame, _| !frames.contains(frame));
+    drop(registry);
+    lock(events)
+        .inflight
+        .retain(|key, _| !gone.iter().any(|s| key.starts_with(&format!("{s}/"))));
+}
