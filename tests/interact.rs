@@ -386,3 +386,76 @@ async fn actions_wait_only_for_what_they_started() {
         "the server got the note"
     );
 }
+
+/// Work a click schedules through messages — a MessageChannel, as React's scheduler uses, or
+/// window.postMessage — is waited for like timers: the result shows what it rendered.
+#[tokio::test]
+async fn work_scheduled_through_messages_is_waited_for() {
+    let s = "act-messages";
+    open(s, "scheduler.html").await;
+    for how in ["channel", "window"] {
+        let lines = element_lines(s).await;
+        let button = ref_of(
+            &lines,
+            if how == "channel" {
+                "Build on a channel"
+            } else {
+                "Build on window messages"
+            },
+        );
+        let built = act(s, json!({ "action": "click", "ref": button })).await;
+        let added = built["added"].as_str().unwrap_or_default();
+        assert!(
+            added.contains(&format!("Download {how} report")),
+            "{how}: {built:#}"
+        );
+    }
+}
+
+/// Typing with `clear` replaces what a field holds the way a person's select-all and typing
+/// would: one input event with the new text, no intermediate empty value; contenteditable
+/// blocks and fields that cannot select (email) end up with just the new text too.
+#[tokio::test]
+async fn typing_over_a_value_replaces_it_in_one_input_event() {
+    let s = "act-replace";
+    open(s, "form.html").await;
+    let setup = "() => { const seen = []; window.__seen = seen; \
+        for (const el of document.querySelectorAll('input[name=first], #email, #note')) \
+          el.addEventListener('input', () => seen.push(el.value ?? el.textContent)); \
+        document.querySelector('input[name=first]').value = 'Old name'; }";
+    let editable = "() => { const email = document.createElement('input'); email.type = 'email'; \
+        email.id = 'email'; email.setAttribute('aria-label', 'Email'); email.value = 'old@example.com'; \
+        const note = document.createElement('div'); note.id = 'note'; note.contentEditable = 'true'; \
+        note.setAttribute('aria-label', 'Note'); note.textContent = 'Old note'; \
+        document.body.prepend(email, note); }";
+    act(s, json!({ "action": "evaluate", "script": editable })).await;
+    act(s, json!({ "action": "evaluate", "script": setup })).await;
+    let lines = element_lines(s).await;
+    for (field, text) in [
+        ("First name", "Ada"),
+        ("Email", "ada@example.com"),
+        ("Note", "New note"),
+    ] {
+        act(
+            s,
+            json!({ "action": "type", "ref": ref_of(&lines, field), "text": text }),
+        )
+        .await;
+    }
+    let read = "() => [document.querySelector('input[name=first]').value, \
+        document.getElementById('email').value, document.getElementById('note').textContent, window.__seen]";
+    let values = act(s, json!({ "action": "evaluate", "script": read })).await["value"].clone();
+    assert_eq!(values[0], "Ada");
+    assert_eq!(values[1], "ada@example.com");
+    assert_eq!(values[2], "New note");
+    let seen: Vec<&str> = values[3]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        seen.starts_with(&["Ada"]),
+        "the first field saw one input event with the new text: {seen:?}"
+    );
+}

@@ -100,6 +100,61 @@
     if (CLICK_EVENTS.has(type) && this instanceof Element) clickables.add(this);
     return origAdd.call(this, type, ...rest);
   };
+  // Messages a document sends itself schedule work as timers do (React's scheduler runs on a
+  // MessageChannel, setImmediate polyfills on window.postMessage): each counts until it is
+  // delivered, or for MESSAGE_TTL_MS at most (a port may have been handed to a worker).
+  const MESSAGE_TTL_MS = 200;
+  const MESSAGES_KEPT = 100;
+  const messages = new Map();
+  let nextMessage = 0;
+  // Messages that arrive as 'message' events on `receiver` (those `ours` accepts), oldest
+  // first; returns what the sending side calls per message.
+  const trackMessages = (receiver, ours) => {
+    const queue = [];
+    origAdd.call(receiver, 'message', (event) => {
+      if (!ours(event) || !queue.length) return;
+      messages.delete(queue.shift());
+      lastActivity = now();
+    });
+    return () => {
+      const id = ++nextMessage;
+      messages.set(id, now());
+      // A port handed to a worker never delivers here: keep only the latest few.
+      if (queue.push(id) > MESSAGES_KEPT) messages.delete(queue.shift());
+    };
+  };
+  const OrigChannel = window.MessageChannel;
+  if (OrigChannel) {
+    const Channel = function MessageChannel() {
+      const channel = new OrigChannel();
+      for (const [from, to] of [[channel.port1, channel.port2], [channel.port2, channel.port1]]) {
+        const sent = trackMessages(to, () => true);
+        const post = from.postMessage;
+        Object.defineProperty(from, 'postMessage', {
+          value: function postMessage(...args) { sent(); return post.apply(this, args); },
+          configurable: true, writable: true,
+        });
+      }
+      return channel;
+    };
+    Channel.prototype = OrigChannel.prototype;
+    window.MessageChannel = Channel;
+  }
+  const origPostMessage = window.postMessage;
+  const sentToSelf = trackMessages(window, (event) => event.source === window);
+  window.postMessage = function postMessage(...args) {
+    if (this === window) sentToSelf();
+    return origPostMessage.apply(this, args);
+  };
+  const pendingMessages = (since) => {
+    let count = 0;
+    const fresh = now() - MESSAGE_TTL_MS;
+    for (const [id, at] of messages) {
+      if (at < fresh) messages.delete(id);
+      else if (since === null || since === undefined || at >= since) count++;
+    }
+    return count;
+  };
   // A navigation away starts here, before CDP reports any loading: remember when.
   let leavingAt = null;
   origAdd.call(window, 'beforeunload', () => { leavingAt = now(); }, true);
@@ -407,6 +462,7 @@
       timers: startedSince(timers, since),
       frames: startedSince(frames, since),
       requests: startedSince(requests, since),
+      messages: pendingMessages(since),
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leaving === null ? null : Math.round(now() - leaving),
       found: waitFor ? textMatches(waitFor) : null,

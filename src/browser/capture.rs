@@ -254,7 +254,8 @@ fn encode(image: RgbaImage, kind: ImageKind, quality: u8) -> ToolResult<Vec<u8>>
         |e: image::ImageError| ToolError::internal(format!("cannot encode the image: {e}"));
     match kind {
         ImageKind::Png => {
-            PngEncoder::new_with_quality(&mut out, CompressionType::Default, FilterType::Adaptive)
+            // zlib level 4: as small as the default level 6 on screenshots, in half the time.
+            PngEncoder::new_with_quality(&mut out, CompressionType::Level(4), FilterType::Adaptive)
                 .write_image(
                     image.as_raw(),
                     width,

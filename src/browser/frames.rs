@@ -253,6 +253,16 @@ impl Frames {
         self.registry().owners.remove(frame);
     }
 
+    /// Forgets the owners of frames of the page's own process that are gone (out-of-process
+    /// ones are forgotten when they detach); `live` are the page's frames now.
+    pub(crate) fn keep_owners_of(&self, live: &[String]) {
+        let mut registry = self.registry();
+        let remote: Vec<String> = registry.frames.iter().map(|f| f.frame.clone()).collect();
+        registry
+            .owners
+            .retain(|frame, _| live.contains(frame) || remote.contains(frame));
+    }
+
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         lock_registry(&self.registry)
     }

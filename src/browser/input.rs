@@ -26,6 +26,41 @@ use super::frames::Doc;
 use super::tab::{Tab, script_error};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
+/// Focuses an editable element for typing. To clear it, selects everything so the typed text
+/// replaces it in one input event, as a person's select-all and typing would; where that cannot
+/// be (an email or number field, or nothing to type) the value is emptied with an input event.
+const PREPARE_TYPING_JS: &str = r#"(el, clear, replace) => {
+  if (!(el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName))) return 'not editable';
+  if (el.disabled || el.readOnly) return 'read-only';
+  el.focus();
+  const field = !el.isContentEditable;
+  if (!clear) {
+    if (field) { const end = el.value.length; try { el.setSelectionRange(end, end); } catch (e) { /* no caret */ } }
+    return 'ok';
+  }
+  if (replace && !field) {
+    const range = el.ownerDocument.createRange();
+    range.selectNodeContents(el);
+    const selection = el.ownerDocument.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    return 'ok';
+  }
+  if (replace && el.value === '') return 'ok';
+  if (replace) {
+    try { el.select(); } catch (e) { /* not selectable */ }
+    if (el.selectionStart === 0 && el.selectionEnd === el.value.length) return 'ok';
+  }
+  if (field) {
+    const proto = el.tagName === 'INPUT' ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype;
+    Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, '');
+  } else {
+    el.textContent = '';
+  }
+  el.dispatchEvent(new Event('input', { bubbles: true }));
+  return 'ok';
+}"#;
+
 #[derive(Debug, Deserialize)]
 struct PointerTarget {
     x: Option<f64>,
@@ -174,16 +209,8 @@ impl Tab {
         clear: bool,
         submit: bool,
     ) -> ToolResult<()> {
-        let prepare = format!(
-            "(el) => {{ if (!(el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName))) return 'not editable'; \
-             if (el.disabled || el.readOnly) return 'read-only'; el.focus(); \
-             if ({clear}) {{ if (el.isContentEditable) {{ el.textContent = ''; }} else {{ \
-               const proto = el.tagName === 'INPUT' ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype; \
-               Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, ''); }} \
-               el.dispatchEvent(new Event('input', {{ bubbles: true }})); }} \
-             else if (!el.isContentEditable) {{ const end = el.value.length; try {{ el.setSelectionRange(end, end); }} catch (e) {{}} }} \
-             return 'ok'; }}"
-        );
+        let replace = clear && !text.is_empty();
+        let prepare = format!("(el) => ({PREPARE_TYPING_JS})(el, {clear}, {replace})");
         let outcome = self.on_element(ref_id, &prepare).await?;
         match outcome.as_str() {
             Some("ok") => {}

@@ -27,6 +27,10 @@ pub const LONG_REQUEST_MS: u64 = 2_000;
 /// After `beforeunload`, how long the old document counts as "navigating away" before CDP's
 /// loading events must take over (a download or a 204 ends the navigation without a commit).
 const NAVIGATION_START_GRACE_MS: u64 = 500;
+/// What `missing` says while only the watch after an action is left.
+const OBSERVING: &str = "watching for effects of the action";
+/// How `missing` opens a DOM-quiet item.
+const ACTIVE_AGO: &str = "the page was active";
 /// Upper bound for a single probe; a page stuck in a script must not stall the poll.
 const PROBE_TIMEOUT_MS: u64 = 1_000;
 
@@ -91,6 +95,8 @@ struct Probe {
     frames: u32,
     #[serde(default)]
     requests: u32,
+    #[serde(default)]
+    messages: u32,
     #[serde(default)]
     quiet_ms: u64,
     /// Milliseconds since the page started navigating away (`beforeunload`), if it did.
@@ -182,8 +188,9 @@ impl Tab {
                 now,
                 quiet_ms,
             );
-            if missing.is_empty() && now.duration_since(goal.started) < goal.observe_at_least {
-                missing.push("watching for effects of the action".into());
+            let observed = now.duration_since(goal.started);
+            if missing.is_empty() && observed < goal.observe_at_least {
+                missing.push(OBSERVING.into());
             }
             if missing.is_empty() {
                 return Ok(verdict(ReadyBy::Quiet, missing));
@@ -197,8 +204,27 @@ impl Tab {
             if now >= deadline {
                 return Ok(verdict(ReadyBy::Timeout, missing));
             }
-            let pause = Duration::from_millis(SETTLE_POLL_MS).min(deadline - now);
-            tokio::time::sleep(pause).await;
+            // Only time is missing (the quiet window, the watch after an action): probe again
+            // when it has passed rather than at the next poll.
+            let only_time = missing
+                .iter()
+                .all(|m| m == OBSERVING || m.starts_with(ACTIVE_AGO));
+            let pause = match &probe {
+                Some(probe) if only_time => {
+                    let quiet_in = goal
+                        .dom_quiet
+                        .saturating_sub(Duration::from_millis(probe.quiet_ms));
+                    let observed_in = goal.observe_at_least.saturating_sub(observed);
+                    quiet_in.max(observed_in).max(Duration::from_millis(1))
+                }
+                _ => Duration::from_millis(SETTLE_POLL_MS),
+            };
+            tokio::time::sleep(
+                pause
+                    .min(Duration::from_millis(SETTLE_POLL_MS))
+                    .min(deadline - now),
+            )
+            .await;
         }
     }
 
@@ -253,12 +279,18 @@ impl Tab {
         if probe.timers > 0 {
             missing.push(format!("{} short timer(s) pending", probe.timers));
         }
+        if probe.messages > 0 {
+            missing.push(format!(
+                "{} scheduled message(s) pending (MessageChannel, postMessage)",
+                probe.messages
+            ));
+        }
         if probe.frames > 0 {
             missing.push(format!("{} animation frame(s) pending", probe.frames));
         }
         if probe.quiet_ms < quiet_ms {
             missing.push(format!(
-                "the page was active {} ms ago (DOM change or finished work)",
+                "{ACTIVE_AGO} {} ms ago (DOM change or finished work)",
                 probe.quiet_ms
             ));
         }
@@ -310,11 +342,12 @@ fn probe_expression(wait_for: Option<&str>, since: Option<f64>) -> String {
 }
 
 /// How long the page is watched after an action before it may be declared settled: long enough
-/// for a navigation or request the action started to show up in CDP events.
-pub const ACTION_OBSERVE_MS: u64 = 20;
+/// for a request the action started outside the agent's sight (an image, a script) to show up
+/// in CDP events. Navigations and fetches show in the agent at once.
+pub const ACTION_OBSERVE_MS: u64 = 10;
 /// DOM quiet window after an action. Shorter than after a load: the action's own work is
-/// synchronous or goes through tracked timers and requests.
-pub const ACTION_DOM_QUIET_MS: u64 = 20;
+/// synchronous or goes through tracked timers, messages and requests.
+pub const ACTION_DOM_QUIET_MS: u64 = 10;
 /// Upper bound of the wait after an action that did not navigate.
 pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
 

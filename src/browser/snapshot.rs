@@ -320,6 +320,7 @@ impl Tab {
                     .filter(|frame| Some(frame) != main.as_ref())
                     .map(|frame| frame.inner().clone())
                     .collect();
+                self.frames.keep_owners_of(&own);
                 (self.frames.page_session.clone(), own)
             }
             Doc::Remote { session, .. } => (session.clone(), Vec::new()),
