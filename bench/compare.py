@@ -19,7 +19,7 @@ import sys
 # The targets. Operation targets compare a webpilot row with a peer row: ratio <= factor.
 OP_TARGETS = {
     # webpilot row: (peer row, max ratio, label)
-    "navigate_spa_ready/webpilot_navigate_only": ("navigate_spa_ready", 1.10, "<= 1.1x peer navigate+wait_for"),
+    "navigate_spa_ready/webpilot_navigate_only": ("navigate_spa_ready", 1.0, "<= 1.0x peer navigate+wait_for"),
     "navigate_spa_ready/webpilot_navigate_wait_for": ("navigate_spa_ready", 0.95, "<= 0.95x peer navigate+wait_for"),
     "snapshot_elements": ("snapshot_elements", 1.0, "<= peer (200-element list)"),
     "click_button": ("click_button", 0.25, "<= 0.25x peer browser_click (until settled)"),

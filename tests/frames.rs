@@ -25,17 +25,12 @@ async fn frame_targets() -> Vec<Value> {
         .expect("the browser runs");
     let http = address.replacen("ws://", "http://", 1);
     let base = &http[..http.find("/devtools/").expect("a DevTools address")];
-    let targets: Vec<Value> = common::client()
-        .get(format!("{base}/json/list"))
-        .send()
-        .await
-        .expect("DevTools answers")
-        .json()
-        .await
-        .expect("a target list");
+    let targets = common::get_json(&format!("{base}/json/list")).await;
+    let targets = targets.as_array().expect("a target list");
     targets
-        .into_iter()
+        .iter()
         .filter(|t| t["type"] == "iframe")
+        .cloned()
         .collect()
 }
 
@@ -151,6 +146,14 @@ async fn a_card_form_in_another_sites_frame_is_filled_submitted_and_read() {
     let total = content.find("42.00 EUR").unwrap();
     let receipt = content.find("Payment accepted").unwrap();
     assert!(total < receipt, "the frame sits at its place: {content}");
+    let extracted = read(s, "extract", Some("was the payment accepted")).await;
+    assert!(
+        extracted["content"]
+            .as_str()
+            .unwrap()
+            .contains("Payment accepted for Ada Lovelace"),
+        "{extracted:#}"
+    );
     let text = read(s, "text", None).await;
     assert!(
         text["content"]
@@ -240,6 +243,22 @@ async fn frames_inside_frames_and_below_the_fold_take_real_input() {
         .position(|l| l == webpilot::browser::OFFSCREEN_HEADER);
     let redeem_now = after.iter().position(|l| l.contains("Redeem")).unwrap();
     assert!(offscreen_now.is_none_or(|o| redeem_now < o), "{after:#?}");
+    // A frame that goes away takes its refs with it: stale, never retargeted.
+    act(
+        s,
+        json!({ "action": "evaluate", "script": "document.getElementById('gift').remove()" }),
+    )
+    .await;
+    let gone = fails(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": redeem }),
+        "STALE_REF",
+    )
+    .await;
+    assert!(
+        gone["error"]["message"].as_str().unwrap().contains("frame"),
+        "{gone:#}"
+    );
 }
 
 #[tokio::test]
@@ -279,18 +298,9 @@ async fn annotated_screenshots_box_the_controls_of_other_sites_frames() {
 #[tokio::test]
 async fn documents_a_frame_of_another_site_opens_are_held_to_the_policy() {
     let s = "frames-policy";
-    let trap = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
-    trap.set_nonblocking(true).unwrap();
-    let untouched = |step: &str| {
-        let reached = trap.accept().map(|(_, peer)| peer);
-        assert!(
-            reached
-                .as_ref()
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
-            "{step}: something connected to the refused address: {reached:?}"
-        );
-    };
-    let refused = format!("http://{}/inner", trap.local_addr().unwrap());
+    let trap = common::Trap::new();
+    let untouched = |step: &str| trap.untouched(step);
+    let refused = trap.url("/inner");
     let query: String = url::form_urlencoded::byte_serialize(refused.as_bytes()).collect();
     open(s, &format!("policy-frames.html?to={query}")).await;
     let shows = |text: &'static str| async move { common::page_text(s).await.contains(text) };

@@ -242,19 +242,9 @@ async fn new_tab_opens_the_page_beside_the_current_one() {
 #[tokio::test]
 async fn private_targets_are_blocked_in_the_browser_too() {
     let s = "nav-policy";
-    // A listener on the refused address: any connection Chromium made would wait in its backlog.
-    let trap = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
-    trap.set_nonblocking(true).unwrap();
-    let untouched = |step: &str| {
-        let reached = trap.accept().map(|(_, peer)| peer);
-        assert!(
-            reached
-                .as_ref()
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
-            "{step}: something connected to the refused address: {reached:?}"
-        );
-    };
-    let other_loopback = format!("http://{}/spa.html", trap.local_addr().unwrap());
+    let trap = common::Trap::new();
+    let untouched = |step: &str| trap.untouched(step);
+    let other_loopback = trap.url("/spa.html");
     let redirected = harness().page(&format!(
         "web/redirect?to={}",
         url::form_urlencoded::byte_serialize(other_loopback.as_bytes()).collect::<String>()

@@ -9,7 +9,6 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::frames::Doc;
-use super::snapshot::MAX_FRAME_DEPTH;
 use super::tab::Tab;
 use crate::error::{ToolError, ToolResult};
 
@@ -161,9 +160,7 @@ impl Tab {
                     rest = after;
                     break;
                 };
-                if depth < MAX_FRAME_DEPTH {
-                    filled.push_str(&self.frame_content(&after[..end], form, depth).await);
-                }
+                filled.push_str(&self.frame_content(&after[..end], form, depth).await);
                 rest = &after[end + close.len()..];
             }
             filled.push_str(rest);
@@ -174,10 +171,9 @@ impl Tab {
     /// A foreign frame's whole content in `form`, labelled with its origin; empty when the
     /// frame is gone or shows nothing.
     async fn frame_content(&self, key: &str, form: Form, depth: usize) -> String {
-        let Some(doc) = self.foreign_doc(key).await else {
+        let Some(doc) = self.descend(key, depth).await else {
             return String::new();
         };
-        self.tag_foreign_frames(&doc).await;
         // A frame is read whole: "main content" is the top document's notion.
         let form = match form {
             Form::Readable { .. } => Form::Readable { main: false },
@@ -255,10 +251,7 @@ impl Tab {
         out: &mut Vec<FindHit>,
         depth: usize,
     ) {
-        if depth >= MAX_FRAME_DEPTH {
-            return;
-        }
-        let Some(doc) = self.foreign_doc(&mark.key).await else {
+        let Some(doc) = self.descend(&mark.key, depth).await else {
             return;
         };
         let with_origin = format!("({{ origin: location.origin, found: {call} }})");

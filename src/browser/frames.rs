@@ -66,6 +66,15 @@ struct RemoteFrame {
     parent_session: String,
 }
 
+impl RemoteFrame {
+    fn doc(&self) -> Doc {
+        Doc::Remote {
+            frame: self.frame.clone(),
+            session: self.session.clone(),
+        }
+    }
+}
+
 /// What the frame watcher and the tab share about out-of-process frames.
 #[derive(Default)]
 struct Registry {
@@ -92,7 +101,8 @@ impl Drop for Frames {
     }
 }
 
-/// Scripts every document of the tab runs first: the agent, then restored storage.
+/// Scripts the session runs in every document of a tab before the page's own (restored
+/// storage); frames attached later get them too.
 pub(crate) type InitScripts = Arc<Mutex<Vec<String>>>;
 
 impl Frames {
@@ -150,10 +160,7 @@ impl Frames {
             .frames
             .iter()
             .find(|f| f.frame == frame)
-            .map(|f| Doc::Remote {
-                frame: f.frame.clone(),
-                session: f.session.clone(),
-            })
+            .map(RemoteFrame::doc)
     }
 
     /// Out-of-process frames whose owner element lives in the target of `session`.
@@ -162,10 +169,7 @@ impl Frames {
             .frames
             .iter()
             .filter(|f| f.parent_session == session)
-            .map(|f| Doc::Remote {
-                frame: f.frame.clone(),
-                session: f.session.clone(),
-            })
+            .map(RemoteFrame::doc)
             .collect()
     }
 

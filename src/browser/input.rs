@@ -429,6 +429,12 @@ impl Tab {
                 .cdp("scrolling", self.page.execute(wheel))
                 .await?;
         }
+        // The page scrolls, and fires `scroll` (which may load more), when it next draws: let
+        // it draw, so what the scroll starts is there for the wait after the action.
+        let frames = Duration::from_millis(FRAME_WAIT_MS);
+        let _ = self
+            .evaluate_in(&Doc::Top, NEXT_FRAMES_JS, Some(frames))
+            .await;
         self.evaluate_raw(
             "({ x: Math.round(scrollX), y: Math.round(scrollY), height: document.documentElement.scrollHeight })",
         )

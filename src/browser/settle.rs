@@ -14,9 +14,10 @@ use super::pool::browser_died;
 use super::tab::{Tab, lock};
 use crate::error::{ErrorCode, ToolResult};
 
-/// How long the DOM must stay unchanged once nothing else is pending. Short because timers and
-/// requests are tracked directly; it only covers work we cannot see (promise chains, workers).
-pub const DOM_QUIET_MS: u64 = 50;
+/// How long the DOM must stay unchanged once nothing else is pending. Short because timers,
+/// messages and requests are tracked directly; it only covers work we cannot see (workers,
+/// IndexedDB callbacks).
+pub const DOM_QUIET_MS: u64 = 30;
 /// Interval between readiness probes (each is one short `Runtime.evaluate`).
 pub const SETTLE_POLL_MS: u64 = 10;
 /// After load, a page still busy this long (animation loops, polling) is declared ready anyway.

@@ -197,7 +197,7 @@ struct Placement {
 }
 
 /// Frames inside frames are followed this deep (a page framing itself stops here).
-pub(crate) const MAX_FRAME_DEPTH: usize = 8;
+const MAX_FRAME_DEPTH: usize = 8;
 
 impl Tab {
     /// Lists the interactive elements (optionally under `selector`), numbering new ones; the
@@ -266,13 +266,9 @@ impl Tab {
         out: &mut Vec<Element>,
         depth: usize,
     ) {
-        if depth >= MAX_FRAME_DEPTH {
-            return;
-        }
-        let Some(doc) = self.foreign_doc(&mark.key).await else {
+        let Some(doc) = self.descend(&mark.key, depth).await else {
             return;
         };
-        self.tag_foreign_frames(&doc).await;
         let call = snapshot_call(self.refs.next, None);
         let Ok(snap) = self.agent_call::<DocSnapshot>(&doc, &call).await else {
             return;
@@ -302,6 +298,17 @@ impl Tab {
             frame: key.to_string(),
             context,
         })
+    }
+
+    /// The foreign frame `key` to read at `depth` (none past `MAX_FRAME_DEPTH`, or once gone),
+    /// with its own foreign frames tagged.
+    pub(crate) async fn descend(&self, key: &str, depth: usize) -> Option<Doc> {
+        if depth >= MAX_FRAME_DEPTH {
+            return None;
+        }
+        let doc = self.foreign_doc(key).await?;
+        self.tag_foreign_frames(&doc).await;
+        Some(doc)
     }
 
     /// Tags the `<iframe>` elements of `doc`'s foreign frames with their keys, so that the

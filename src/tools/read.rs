@@ -63,7 +63,7 @@ impl Tool for Read {
     type Args = ReadArgs;
     const NAME: &'static str = "browser_read";
     const GUIDE: &'static str = GUIDE;
-    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with nearby refs) or extract (sections answering query). Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with section and refs) or extract (sections answering query). Paged by max_tokens/cursor.";
 
     async fn run(&self, ctx: &Ctx, args: ReadArgs) -> ToolResult<ToolOutput> {
         let mode = args.mode.unwrap_or_default();

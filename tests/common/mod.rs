@@ -404,6 +404,35 @@ pub fn ref_of(lines: &[String], needle: &str) -> u32 {
     line[1..line.find(']').unwrap()].parse().unwrap()
 }
 
+/// A listener on an address the URL policy refuses (127.0.0.3): any connection Chromium made
+/// to it would wait in its backlog, so `untouched` can tell that none was made.
+pub struct Trap {
+    listener: std::net::TcpListener,
+}
+
+impl Trap {
+    pub fn new() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Self { listener }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.listener.local_addr().unwrap())
+    }
+
+    /// Asserts that nothing has connected so far (`step` says when).
+    pub fn untouched(&self, step: &str) {
+        let reached = self.listener.accept().map(|(_, peer)| peer);
+        assert!(
+            reached
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "{step}: something connected to the refused address: {reached:?}"
+        );
+    }
+}
+
 /// Polls `check` until it returns true or the deadline passes.
 pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
 where
