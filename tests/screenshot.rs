@@ -130,6 +130,21 @@ async fn formats_full_page_and_elements() {
     )
     .await;
     assert_eq!(webp["format"], "image/webp");
+    // Annotated captures are drawn on and encoded again, in every format.
+    for format in ["jpeg", "webp"] {
+        let annotated = ok(
+            "browser_screenshot",
+            json!({ "session": s, "format": format, "annotate": true }),
+        )
+        .await;
+        assert_eq!(annotated["format"], format!("image/{format}"));
+        assert!(
+            annotated["legend"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty())
+        );
+        assert_eq!(decode(&annotated).dimensions(), (1280, 720), "{format}");
+    }
 
     open(s, "form.html").await;
     let select = ref_of(&element_lines(s).await, "combobox \"Country\"");

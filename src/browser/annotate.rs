@@ -4,7 +4,7 @@
 //! first that overlaps no label already placed. Colours tell roles apart.
 
 use ab_glyph::{FontRef, PxScale};
-use image::{Rgba, RgbaImage};
+use image::{Pixel, Rgb, RgbImage, Rgba};
 use imageproc::drawing::{draw_filled_rect_mut, draw_hollow_rect_mut, draw_text_mut, text_size};
 use imageproc::rect::Rect;
 
@@ -37,13 +37,14 @@ pub fn role_colour(role: &str) -> Rgba<u8> {
     }
 }
 
-/// Draws every mark: a 2-pixel outline in the role's colour and a numbered label.
-pub fn draw(image: &mut RgbaImage, marks: &[Mark]) {
+/// Draws every mark: a 2-pixel outline in the role's colour and a numbered label. Screenshots
+/// are opaque: the image has no alpha channel, which makes it a third lighter to decode and encode.
+pub fn draw(image: &mut RgbImage, marks: &[Mark]) {
     let font = FontRef::try_from_slice(FONT).expect("the embedded font is valid");
     let scale = PxScale::from(LABEL_PX);
     let (width, height) = (image.width() as i32, image.height() as i32);
     for mark in marks {
-        let colour = role_colour(&mark.role);
+        let colour = role_colour(&mark.role).to_rgb();
         for inset in 0..2 {
             let w = mark.width.saturating_sub(2 * inset as u32).max(1);
             let h = mark.height.saturating_sub(2 * inset as u32).max(1);
@@ -85,10 +86,10 @@ pub fn draw(image: &mut RgbaImage, marks: &[Mark]) {
                 mark.y.clamp(0, (height - label_h).max(0)),
             ));
         let label = rect_at(spot);
-        draw_filled_rect_mut(image, label, role_colour(&mark.role));
+        draw_filled_rect_mut(image, label, role_colour(&mark.role).to_rgb());
         draw_text_mut(
             image,
-            Rgba([255, 255, 255, 255]),
+            Rgb([255, 255, 255]),
             spot.0 + LABEL_PAD,
             spot.1 + LABEL_PAD - 1,
             scale,
@@ -105,7 +106,7 @@ mod tests {
 
     #[test]
     fn outlines_use_the_role_colour_and_labels_do_not_overlap() {
-        let mut image = RgbaImage::from_pixel(200, 100, Rgba([255, 255, 255, 255]));
+        let mut image = RgbImage::from_pixel(200, 100, Rgb([255, 255, 255]));
         let marks = vec![
             Mark {
                 number: 1,
@@ -127,12 +128,12 @@ mod tests {
         draw(&mut image, &marks);
         assert_eq!(
             *image.get_pixel(50, 49),
-            role_colour("button"),
+            role_colour("button").to_rgb(),
             "bottom edge of box 1"
         );
         assert_eq!(
             *image.get_pixel(81, 40),
-            role_colour("link"),
+            role_colour("link").to_rgb(),
             "right edge of box 2"
         );
     }
