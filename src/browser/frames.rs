@@ -14,10 +14,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::dom::{GetFrameOwnerParams, ResolveNodeParams};
 use chromiumoxide::cdp::browser_protocol::page::{AddScriptToEvaluateOnNewDocumentParams, FrameId};
 use chromiumoxide::cdp::browser_protocol::target::{
-    AttachToTargetParams, FilterEntry, SetAutoAttachParams, TargetFilter, TargetId,
+    AttachToTargetParams, FilterEntry, SetAutoAttachParams, TargetFilter,
 };
 use chromiumoxide::cdp::events::CdpEvent;
 use chromiumoxide::cdp::js_protocol::runtime::{
@@ -57,13 +58,17 @@ impl Doc {
     }
 }
 
+/// Where a document's `<iframe>` elements live: `None` for the tab's own page target, else the
+/// session of an out-of-process frame.
+pub(crate) type Holder = Option<String>;
+
 /// One out-of-process frame attached under the tab.
 #[derive(Debug, Clone)]
 struct RemoteFrame {
     session: String,
     frame: String,
-    /// Session of the target that holds the frame's `<iframe>` element.
-    parent_session: String,
+    /// The target that holds the frame's `<iframe>` element.
+    parent: Holder,
 }
 
 impl RemoteFrame {
@@ -84,17 +89,24 @@ struct Registry {
     owners: HashMap<String, String>,
 }
 
-/// The out-of-process frames of one tab.
+/// The foreign frames of one tab.
 pub(crate) struct Frames {
-    link: Arc<CdpLink>,
-    /// The tab's page target, attached a second time on the link.
-    pub(crate) page_session: String,
+    page: Page,
+    /// The tab's page attached a second time on the link; `None` when the browser offers no
+    /// second connection to the same browser (then out-of-process frames stay out of reach).
+    linked: Option<Linked>,
     registry: Arc<Mutex<Registry>>,
+}
+
+/// The tab's page session on the link and the task following its frames.
+struct Linked {
+    link: Arc<CdpLink>,
+    page_session: String,
     route: mpsc::UnboundedSender<LinkEvent>,
     watcher: JoinHandle<()>,
 }
 
-impl Drop for Frames {
+impl Drop for Linked {
     fn drop(&mut self) {
         self.link.unroute(&self.route);
         self.watcher.abort();
@@ -106,52 +118,53 @@ impl Drop for Frames {
 pub(crate) type InitScripts = Arc<Mutex<Vec<String>>>;
 
 impl Frames {
-    /// Attaches to the tab's page target on the link and starts following its frames.
+    /// Attaches to the tab's page target on the link and starts following its frames. Without
+    /// the link (or when the link reaches another browser, as some browser services open one
+    /// per connection) the tab works on, without out-of-process frames.
     pub(crate) async fn attach(
         browser: &BrowserHandle,
-        target: &TargetId,
+        page: &Page,
         events: Arc<Mutex<TabEvents>>,
         scripts: InitScripts,
-    ) -> ToolResult<Self> {
-        let link = browser.link.clone();
-        let attach = AttachToTargetParams {
-            target_id: target.clone(),
-            flatten: Some(true),
-        };
-        let page_session = browser
-            .cdp("attaching to the tab", link.call(None, attach))
-            .await?
-            .session_id
-            .inner()
-            .clone();
-        let (route, receiver) = mpsc::unbounded_channel();
-        link.route(&page_session, route.clone());
+    ) -> Self {
         let registry = Arc::new(Mutex::new(Registry::default()));
-        let watcher = tokio::spawn(watch(
-            link.clone(),
-            receiver,
-            registry.clone(),
-            events,
-            browser.guard.clone(),
-            scripts,
-        ));
-        browser
-            .cdp(
-                "following the tab's frames",
-                link.call(Some(&page_session), auto_attach()),
-            )
-            .await?;
-        Ok(Self {
-            link,
-            page_session,
+        let linked = match &browser.link {
+            Some(link) => {
+                let linked = Linked::attach(browser, link, page, registry.clone(), events, scripts);
+                match linked.await {
+                    Ok(linked) => Some(linked),
+                    Err(error) => {
+                        tracing::warn!(message = %error.message, "frames of other sites are out of reach");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        Self {
+            page: page.clone(),
+            linked,
             registry,
-            route,
-            watcher,
-        })
+        }
     }
 
-    pub(crate) fn link(&self) -> &Arc<CdpLink> {
-        &self.link
+    /// Where commands for documents held by `holder` go.
+    pub(crate) fn target(&self, holder: &Holder) -> CdpTarget {
+        match (holder, &self.linked) {
+            (Some(session), Some(linked)) => {
+                CdpTarget::Session(linked.link.clone(), session.clone())
+            }
+            _ => CdpTarget::Page(self.page.clone()),
+        }
+    }
+
+    /// Where `Page.navigate` goes: straight to the page on the link (chromiumoxide would queue
+    /// it behind the previous navigation's `load`), else through chromiumoxide.
+    pub(crate) fn navigation_target(&self) -> CdpTarget {
+        match &self.linked {
+            Some(linked) => CdpTarget::Session(linked.link.clone(), linked.page_session.clone()),
+            None => CdpTarget::Page(self.page.clone()),
+        }
     }
 
     /// The out-of-process frame with this frame id, if it is still attached.
@@ -163,62 +176,56 @@ impl Frames {
             .map(RemoteFrame::doc)
     }
 
-    /// Out-of-process frames whose owner element lives in the target of `session`.
-    pub(crate) fn remote_children(&self, session: &str) -> Vec<Doc> {
+    /// Out-of-process frames whose owner element lives in `holder`.
+    pub(crate) fn remote_children(&self, holder: &Holder) -> Vec<Doc> {
         self.registry()
             .frames
             .iter()
-            .filter(|f| f.parent_session == session)
+            .filter(|f| &f.parent == holder)
             .map(RemoteFrame::doc)
             .collect()
     }
 
-    /// The session in which `doc`'s owner element lives, and the document holding it.
-    pub(crate) fn parent(&self, doc: &Doc) -> Option<(String, Doc)> {
+    /// Where `doc`'s owner element lives, and the document holding it.
+    pub(crate) fn parent(&self, doc: &Doc) -> Option<(Holder, Doc)> {
         match doc {
             Doc::Top => None,
-            Doc::Context { .. } => Some((self.page_session.clone(), Doc::Top)),
+            Doc::Context { .. } => Some((None, Doc::Top)),
             Doc::Remote { session, .. } => {
                 let registry = self.registry();
-                let parent_session = registry
-                    .frames
-                    .iter()
-                    .find(|f| &f.session == session)?
-                    .parent_session
-                    .clone();
-                if parent_session == self.page_session {
-                    return Some((parent_session, Doc::Top));
-                }
                 let parent = registry
                     .frames
                     .iter()
+                    .find(|f| &f.session == session)?
+                    .parent
+                    .clone();
+                let Some(parent_session) = parent else {
+                    return Some((None, Doc::Top));
+                };
+                let holder = registry
+                    .frames
+                    .iter()
                     .find(|f| f.session == parent_session)?;
-                Some((
-                    parent_session.clone(),
-                    Doc::Remote {
-                        frame: parent.frame.clone(),
-                        session: parent_session,
-                    },
-                ))
+                Some((Some(parent_session), holder.doc()))
             }
         }
     }
 
-    /// Tags the owner element of `frame` (living in `owner_session`) with the frame's key, once;
+    /// Tags the owner element of `frame` (living in `holder`) with the frame's key, once;
     /// returns the owner's object id. `None` when the frame is going away.
     pub(crate) async fn tag_owner(
         &self,
         browser: &BrowserHandle,
-        owner_session: &str,
+        holder: &Holder,
         frame: &str,
     ) -> Option<String> {
         if let Some(owner) = self.registry().owners.get(frame) {
             return Some(owner.clone());
         }
-        let session = Some(owner_session);
+        let target = self.target(holder);
         let find = GetFrameOwnerParams::new(FrameId::new(frame));
         let owner = browser
-            .cdp("finding a frame's element", self.link.call(session, find))
+            .cdp("finding a frame's element", target.send(find))
             .await
             .ok()?;
         let resolve = ResolveNodeParams {
@@ -226,10 +233,7 @@ impl Frames {
             ..Default::default()
         };
         let object = browser
-            .cdp(
-                "finding a frame's element",
-                self.link.call(session, resolve),
-            )
+            .cdp("finding a frame's element", target.send(resolve))
             .await
             .ok()?
             .object
@@ -242,7 +246,7 @@ impl Frames {
             object_id: None,
         }]);
         browser
-            .cdp("marking a frame's element", self.link.call(session, tag))
+            .cdp("marking a frame's element", target.send(tag))
             .await
             .ok()?;
         let object = object.inner().clone();
@@ -272,6 +276,54 @@ impl Frames {
     }
 }
 
+impl Linked {
+    async fn attach(
+        browser: &BrowserHandle,
+        link: &Arc<CdpLink>,
+        page: &Page,
+        registry: Arc<Mutex<Registry>>,
+        events: Arc<Mutex<TabEvents>>,
+        scripts: InitScripts,
+    ) -> ToolResult<Self> {
+        let attach = AttachToTargetParams {
+            target_id: page.target_id().clone(),
+            flatten: Some(true),
+        };
+        let page_session = browser
+            .cdp("attaching to the tab", link.call(None, attach))
+            .await?
+            .session_id
+            .inner()
+            .clone();
+        let (route, receiver) = mpsc::unbounded_channel();
+        link.route(&page_session, route.clone());
+        let watcher = tokio::spawn(watch(
+            Watched {
+                link: link.clone(),
+                page_session: page_session.clone(),
+                registry,
+                events,
+                guard: browser.guard.clone(),
+                scripts,
+            },
+            receiver,
+        ));
+        let linked = Self {
+            link: link.clone(),
+            page_session,
+            route,
+            watcher,
+        };
+        browser
+            .cdp(
+                "following the tab's frames",
+                link.call(Some(&linked.page_session), auto_attach()),
+            )
+            .await?;
+        Ok(linked)
+    }
+}
+
 /// Marks an `<iframe>` with its frame's key, invisibly to the page: a registered symbol is
 /// shared by every same-origin realm, so the agent of whichever document walks the element
 /// sees it.
@@ -297,15 +349,26 @@ fn auto_attach() -> SetAutoAttachParams {
     }
 }
 
-/// Follows the tab's out-of-process frames until the tab is dropped.
-async fn watch(
+/// What the frame watcher works with.
+struct Watched {
     link: Arc<CdpLink>,
-    mut receiver: mpsc::UnboundedReceiver<LinkEvent>,
+    page_session: String,
     registry: Arc<Mutex<Registry>>,
     events: Arc<Mutex<TabEvents>>,
     guard: Arc<DocumentGuard>,
     scripts: InitScripts,
-) {
+}
+
+/// Follows the tab's out-of-process frames until the tab is dropped.
+async fn watch(watched: Watched, mut receiver: mpsc::UnboundedReceiver<LinkEvent>) {
+    let Watched {
+        link,
+        page_session,
+        registry,
+        events,
+        guard,
+        scripts,
+    } = watched;
     while let Some(LinkEvent { session, event }) = receiver.recv().await {
         let target = || CdpTarget::Session(link.clone(), session.clone());
         let key = |id: &str| format!("{session}/{id}");
@@ -317,7 +380,7 @@ async fn watch(
                 lock_registry(&registry).frames.push(RemoteFrame {
                     session: child.clone(),
                     frame,
-                    parent_session: session.clone(),
+                    parent: (session != page_session).then(|| session.clone()),
                 });
                 let scripts = lock_init(&scripts).clone();
                 tokio::spawn(prepare(link.clone(), child, scripts));
@@ -405,7 +468,7 @@ fn forget(registry: &Mutex<Registry>, events: &Mutex<TabEvents>, session: &str) 
             registry
                 .frames
                 .iter()
-                .filter(|f| f.parent_session == parent)
+                .filter(|f| f.parent.as_ref() == Some(&parent))
                 .map(|f| f.session.clone()),
         );
         index += 1;

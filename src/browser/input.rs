@@ -114,10 +114,10 @@ impl Tab {
         let mut doc = doc.clone();
         let mut scrolled = Vec::new();
         while let Some(key) = doc.key().map(str::to_string) {
-            let Some((session, parent)) = self.frames.parent(&doc) else {
+            let Some((holder, parent)) = self.frames.parent(&doc) else {
                 return Ok(None);
             };
-            let Some(owner) = self.frames.tag_owner(&self.browser, &session, &key).await else {
+            let Some(owner) = self.frames.tag_owner(&self.browser, &holder, &key).await else {
                 return Ok(None);
             };
             let mut call = CallFunctionOnParams::new(
@@ -130,7 +130,7 @@ impl Tab {
                 .browser
                 .cdp(
                     "finding a frame on the page",
-                    self.frames.link().call(Some(&session), call),
+                    self.frames.target(&holder).send(call),
                 )
                 .await;
             let Ok(answer) = answer else {

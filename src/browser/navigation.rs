@@ -148,13 +148,11 @@ impl Tab {
                     let _ = self.browser.cdp("stopping the page", stop).await;
                 }
                 let (tx, rx) = oneshot::channel();
-                let link = self.frames.link().clone();
-                let session = self.frames.page_session.clone();
+                let target = self.frames.navigation_target();
                 tokio::spawn(async move {
-                    // Sent on the link: chromiumoxide would queue it behind a previous
-                    // navigation until that one's `load`. Answers when the navigation commits
-                    // or fails; only its error text matters here.
-                    let error = match link.call(Some(&session), NavigateParams::new(url)).await {
+                    // Answers when the navigation commits or fails (through chromiumoxide: when
+                    // the page loads); only its error text matters here.
+                    let error = match target.send(NavigateParams::new(url)).await {
                         Ok(response) => response.error_text,
                         Err(_) => None,
                     };

@@ -66,8 +66,9 @@ pub struct BrowserHandle {
     download_task: JoinHandle<()>,
     /// Which documents tabs may load.
     pub(crate) guard: Arc<DocumentGuard>,
-    /// The second connection, for frame sessions and direct navigation (`link.rs`).
-    pub(crate) link: Arc<CdpLink>,
+    /// The second connection, for frame sessions and direct navigation (`link.rs`); `None`
+    /// when the browser would not take one.
+    pub(crate) link: Option<Arc<CdpLink>>,
 }
 
 /// A file the page started to download.
@@ -176,12 +177,7 @@ impl BrowserPool {
             }
         };
         let mut browser = browser;
-        let link = tokio::time::timeout(cdp_timeout, CdpLink::connect(browser.websocket_address()))
-            .await
-            .map_err(|_| unavailable("connecting to the browser a second time timed out".into()))?
-            .map_err(|e| {
-                unavailable(format!("cannot connect to the browser a second time: {e}"))
-            })?;
+        let link = connect_link(browser.websocket_address(), cdp_timeout).await;
         let pid = browser
             .get_mut_child()
             .and_then(|child| child.as_mut_inner().id());
@@ -205,7 +201,7 @@ impl BrowserPool {
             downloads,
             download_task,
             guard: self.guard.clone(),
-            link: Arc::new(link),
+            link,
         })
     }
 
@@ -300,6 +296,22 @@ fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<
         ])
         .build()
         .map_err(|e| unavailable(format!("invalid browser configuration: {e}")))
+}
+
+/// The second connection to the browser; without it tabs still work, but frames of other sites
+/// stay out of reach and navigations queue behind a page still loading.
+async fn connect_link(address: &str, limit: Duration) -> Option<Arc<CdpLink>> {
+    match tokio::time::timeout(limit, CdpLink::connect(address)).await {
+        Ok(Ok(link)) => Some(Arc::new(link)),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot connect to the browser a second time");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("connecting to the browser a second time timed out");
+            None
+        }
+    }
 }
 
 /// Runs chromiumoxide's event loop; its end means the connection is gone.

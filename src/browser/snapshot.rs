@@ -315,7 +315,7 @@ impl Tab {
     /// documents holding them can mark their place. Frames of the page's own process are tagged
     /// with the top document (their owners may sit in any of its frames).
     pub(crate) async fn tag_foreign_frames(&self, doc: &Doc) {
-        let (session, mut frames) = match doc {
+        let (holder, mut frames) = match doc {
             Doc::Top => {
                 let main = self.page.mainframe().await.ok().flatten();
                 let own: Vec<String> = self
@@ -328,14 +328,14 @@ impl Tab {
                     .map(|frame| frame.inner().clone())
                     .collect();
                 self.frames.keep_owners_of(&own);
-                (self.frames.page_session.clone(), own)
+                (None, own)
             }
-            Doc::Remote { session, .. } => (session.clone(), Vec::new()),
+            Doc::Remote { session, .. } => (Some(session.clone()), Vec::new()),
             Doc::Context { .. } => return,
         };
         frames.extend(
             self.frames
-                .remote_children(&session)
+                .remote_children(&holder)
                 .iter()
                 .filter_map(|child| child.key().map(str::to_string)),
         );
@@ -343,7 +343,7 @@ impl Tab {
         frames.dedup();
         let tags = frames
             .iter()
-            .map(|frame| self.frames.tag_owner(&self.browser, &session, frame));
+            .map(|frame| self.frames.tag_owner(&self.browser, &holder, frame));
         futures::future::join_all(tags).await;
     }
 

@@ -161,8 +161,7 @@ impl Tab {
             .cdp("installing the page agent", page.execute(install))
             .await?;
         let scripts = InitScripts::default();
-        let frames =
-            Frames::attach(&browser, page.target_id(), events.clone(), scripts.clone()).await?;
+        let frames = Frames::attach(&browser, &page, events.clone(), scripts.clone()).await;
         let tab = Self {
             id,
             page,
@@ -223,7 +222,12 @@ impl Tab {
             Doc::Top | Doc::Context { .. } => {
                 CdpTarget::Page(self.page.clone()).send(command).await
             }
-            Doc::Remote { session, .. } => self.frames.link().call(Some(session), command).await,
+            Doc::Remote { session, .. } => {
+                self.frames
+                    .target(&Some(session.clone()))
+                    .send(command)
+                    .await
+            }
         }
     }
 
