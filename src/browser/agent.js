@@ -1,7 +1,11 @@
 // webpilot's in-page agent, installed in every document before the page's own scripts run.
-// It owns two things the browser layer cannot see over CDP cheaply:
-//  1. busy-ness: pending short timers, fetch/XHR calls, animation frames, last DOM mutation;
-//  2. element refs: a number per interactive element, never reused within this document.
+// It owns what the browser layer cannot see over CDP cheaply:
+//  1. busy-ness: pending short timers, fetch/XHR calls, animation frames, messages the page
+//     sends itself, last DOM mutation — each with its start, so an action waits for its own;
+//  2. element refs: a number per interactive element, never reused within this document;
+//  3. the rendered tree for reading: shadow roots (closed ones too, caught as they are
+//     attached) and same-origin frames in place, foreign frames as marks the tab fills in;
+//  4. pointing: where a real pointer event reaches an element, through frames.
 (() => {
   if (window.__wp) return;
   const SHORT_TIMER_MS = 1000; // timers longer than this are not "about to render"
@@ -87,13 +91,14 @@
   const shadows = new WeakMap();
   const attachedRoots = new Set();
   const origAttachShadow = Element.prototype.attachShadow;
+  let closedRoots = 0;
   Element.prototype.attachShadow = function (...args) {
     const root = origAttachShadow.apply(this, args);
-    shadows.set(this, root);
+    if (root.mode === 'closed') { shadows.set(this, root); closedRoots++; }
     attachedRoots.add(new WeakRef(root));
     return root;
   };
-  const shadowOf = (el) => el.shadowRoot || shadows.get(el) || null;
+  const shadowOf = (el) => el.shadowRoot || (closedRoots > 0 && shadows.get(el)) || null;
   const CLICK_EVENTS = new Set(['click', 'mousedown', 'mouseup', 'pointerdown', 'pointerup']);
   const origAdd = EventTarget.prototype.addEventListener;
   EventTarget.prototype.addEventListener = function (type, ...rest) {
@@ -332,18 +337,28 @@
         walk(child, insideNative);
       }
     };
+    // A frame's document is walked in place; a foreign frame leaves a mark with its content box
+    // and visible window.
+    const walkFrame = (el) => {
+      if (el.clientWidth <= 0 || el.clientHeight <= 0) return;
+      const inner = frameOffset(el, offset);
+      const doc = frameDocument(el);
+      if (doc) {
+        if (doc.documentElement) {
+          const innerView = { x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight, parent: view };
+          collect(doc.documentElement, inner, innerView, out);
+        }
+      } else if (el[FRAME_KEY]) {
+        const seen = clip({ x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight }, view);
+        out.push({ frame: el[FRAME_KEY], x: inner.x, y: inner.y, view: seen });
+      }
+    };
     const walk = (el, insideNative) => {
-      if (el.tagName === 'SCRIPT' || el.tagName === 'STYLE' || el.tagName === 'TEMPLATE') return;
+      const tag = el.tagName;
+      if (tag === 'SCRIPT' || tag === 'STYLE' || tag === 'TEMPLATE') return;
       const style = el.checkVisibility ? el.checkVisibility({ visibilityProperty: false }) : true;
       if (!style) return;
-      const key = foreignKey(el);
-      if (key) {
-        const inner = frameOffset(el, offset);
-        if (el.clientWidth > 0 && el.clientHeight > 0) {
-          out.push({ frame: key, x: inner.x, y: inner.y, view: clip({ x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight }, view) });
-        }
-        return;
-      }
+      if (tag === 'IFRAME' || tag === 'FRAME') { walkFrame(el); return; }
       const role = roleOf(el);
       const weak = !role && !insideNative && weakInteractive(el);
       let entry = null;
@@ -357,16 +372,7 @@
       const before = out.length;
       const shadow = shadowOf(el);
       if (shadow) visit(shadow, insideNative || !!role);
-      const doc = frameDocument(el);
-      if (doc) {
-        if (doc.documentElement) {
-          const inner = frameOffset(el, offset);
-          const innerView = { x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight, parent: view };
-          collect(doc.documentElement, inner, innerView, out);
-        }
-      } else {
-        visit(el, insideNative || (!!role && role !== 'listbox'));
-      }
+      visit(el, insideNative || (!!role && role !== 'listbox'));
       // A container whose listener serves the controls inside it is not itself a control.
       if (entry && entry.weak && out.length > before) out.splice(out.indexOf(entry), 1);
     };
