@@ -58,10 +58,13 @@ async fn read(session: &str, mode: &str, query: Option<&str>) -> Value {
 #[tokio::test]
 async fn a_card_form_in_another_sites_frame_is_filled_submitted_and_read() {
     let s = "frames-checkout";
-    // Ready as soon as the frames are: their documents are reported by their own targets.
+    // Ready as soon as the frames are: their documents are reported by their own targets. A
+    // frame document left pending would hold readiness until it counts as long-lived
+    // (LONG_REQUEST_MS after it started), so this limit lets only a true settle answer "quiet".
     let arrived = ok(
         "browser_navigate",
-        json!({ "session": s, "target": harness().page("checkout.html"), "timeout_ms": 1500 }),
+        json!({ "session": s, "target": harness().page("checkout.html"),
+                "timeout_ms": webpilot::browser::LONG_REQUEST_MS }),
     )
     .await;
     assert_eq!(arrived["ready"]["by"], "quiet", "{arrived:#}");

@@ -84,6 +84,9 @@ pub struct ActionMark {
     inflight: HashSet<String>,
     /// The document's clock (`performance.now()`) before the action, when the agent answered.
     clock: Option<f64>,
+    /// The foreign frame the action happens in, with its own clock: its work (a form it
+    /// submits, timers it sets) is watched too.
+    frame: Option<(Doc, Option<f64>)>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,20 +110,70 @@ struct Probe {
 }
 
 impl Tab {
-    /// Notes what the page is busy with before an action.
-    pub async fn begin_action(&self) -> ActionMark {
-        let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
-        let clock = self
-            .evaluate_in(&Doc::Top, "window.__wp ? __wp.now() : null", Some(limit))
-            .await
-            .ok()
-            .and_then(|value| value.as_f64());
+    /// Notes what the page is busy with before an action on `ref_id` (or on the page).
+    pub async fn begin_action(&self, ref_id: Option<u32>) -> ActionMark {
+        let clock = self.clock(&Doc::Top).await;
+        let frame = match ref_id {
+            Some(ref_id) => match self.locate_ref(ref_id).await {
+                Ok(doc) if doc != Doc::Top => {
+                    let clock = self.clock(&doc).await;
+                    Some((doc, clock))
+                }
+                _ => None,
+            },
+            None => None,
+        };
         let events = lock(&self.events);
         ActionMark {
             commits: events.main_commits,
             inflight: events.inflight.keys().cloned().collect(),
             clock,
+            frame,
         }
+    }
+
+    /// The agent's `performance.now()` in `doc`, if it answers.
+    async fn clock(&self, doc: &Doc) -> Option<f64> {
+        let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+        self.evaluate_in(doc, "window.__wp ? __wp.now() : null", Some(limit))
+            .await
+            .ok()
+            .and_then(|value| value.as_f64())
+    }
+
+    /// What keeps the frame an action happened in busy with the action's own work; nothing
+    /// when the frame is gone (a frame that navigated elsewhere is the page's business then).
+    async fn frame_busy(&self, mark: &ActionMark, quiet: Duration) -> Vec<String> {
+        let Some((doc, clock)) = &mark.frame else {
+            return Vec::new();
+        };
+        let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+        let call = probe_expression(None, *clock);
+        let Ok(value) = self.evaluate_in(doc, &call, Some(limit)).await else {
+            return Vec::new();
+        };
+        let Ok(probe) = serde_json::from_value::<Probe>(value) else {
+            return Vec::new();
+        };
+        let mut busy = Vec::new();
+        if probe
+            .leaving_ms
+            .is_some_and(|ms| ms < NAVIGATION_START_GRACE_MS)
+        {
+            busy.push("in the frame acted in: a navigation is in progress".to_string());
+        }
+        if probe.ready_state != "complete" {
+            busy.push(format!(
+                "in the frame acted in: load event (document is {})",
+                probe.ready_state
+            ));
+        }
+        busy.extend(
+            pending_work(&probe, quiet.as_millis() as u64)
+                .into_iter()
+                .map(|item| format!("in the frame acted in: {item}")),
+        );
+        busy
     }
 
     /// Polls until the page is ready per `goal`, or the time is up (then reports what was missing).
@@ -189,6 +242,11 @@ impl Tab {
                 now,
                 quiet_ms,
             );
+            if missing.is_empty()
+                && let Some(mark) = goal.baseline
+            {
+                missing = self.frame_busy(mark, goal.dom_quiet).await;
+            }
             let observed = now.duration_since(goal.started);
             if missing.is_empty() && observed < goal.observe_at_least {
                 missing.push(OBSERVING.into());
@@ -274,27 +332,7 @@ impl Tab {
                 shown.join(", ")
             ));
         }
-        if probe.requests > 0 {
-            missing.push(format!("{} fetch/XHR call(s) unsettled", probe.requests));
-        }
-        if probe.timers > 0 {
-            missing.push(format!("{} short timer(s) pending", probe.timers));
-        }
-        if probe.messages > 0 {
-            missing.push(format!(
-                "{} scheduled message(s) pending (MessageChannel, postMessage)",
-                probe.messages
-            ));
-        }
-        if probe.frames > 0 {
-            missing.push(format!("{} animation frame(s) pending", probe.frames));
-        }
-        if probe.quiet_ms < quiet_ms {
-            missing.push(format!(
-                "{ACTIVE_AGO} {} ms ago (DOM change or finished work)",
-                probe.quiet_ms
-            ));
-        }
+        missing.extend(pending_work(probe, quiet_ms));
         missing
     }
 
@@ -321,6 +359,33 @@ impl Tab {
         pending.sort();
         pending.into_iter().map(|(_, url)| url).collect()
     }
+}
+
+/// The agent's counters in words: calls, timers, messages and frames pending, recent activity.
+fn pending_work(probe: &Probe, quiet_ms: u64) -> Vec<String> {
+    let mut pending = Vec::new();
+    if probe.requests > 0 {
+        pending.push(format!("{} fetch/XHR call(s) unsettled", probe.requests));
+    }
+    if probe.timers > 0 {
+        pending.push(format!("{} short timer(s) pending", probe.timers));
+    }
+    if probe.messages > 0 {
+        pending.push(format!(
+            "{} scheduled message(s) pending (MessageChannel, postMessage)",
+            probe.messages
+        ));
+    }
+    if probe.frames > 0 {
+        pending.push(format!("{} animation frame(s) pending", probe.frames));
+    }
+    if probe.quiet_ms < quiet_ms {
+        pending.push(format!(
+            "{ACTIVE_AGO} {} ms ago (DOM change or finished work)",
+            probe.quiet_ms
+        ));
+    }
+    pending
 }
 
 fn shorten(url: &str) -> String {

@@ -114,7 +114,7 @@ impl Tool for Interact {
         let name = session.name().to_string();
         let tab = session.tab_or_active(args.tab.as_deref()).await?;
         let tab_id = tab.id.clone();
-        let mark = tab.begin_action().await;
+        let mark = tab.begin_action(args.ref_id).await;
         let mut extra = perform(tab, &args, timeout).await?;
         if changes_page(args.action) {
             let aftermath = tab.settle_after_action(&mark, timeout).await?;
