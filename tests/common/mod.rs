@@ -363,6 +363,15 @@ pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
     body
 }
 
+/// Calls a tool with a ref that must be `STALE_REF`, whose hint sends the agent to take a new
+/// element list.
+pub async fn stale(tool: &str, args: Value) -> Value {
+    let body = fails(tool, args, "STALE_REF").await;
+    let hint = body["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("browser_read mode=elements"), "{body:#}");
+    body
+}
+
 /// A fresh client: a pooled connection must not outlive the test runtime that opened it.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
