@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{element_lines, harness, ok, open, ref_of};
+use image::GenericImageView;
 use serde_json::{Value, json};
 
 /// The out-of-process frames Chromium runs, from its DevTools target list.
@@ -285,6 +286,35 @@ async fn annotated_screenshots_box_the_controls_of_other_sites_frames() {
     assert!(
         x > left && y > top && x + w < right && y + h < bottom,
         "{entry} in {frame}"
+    );
+
+    // An element of another site's frame below the fold, captured alone: its frame is scrolled
+    // into view and the image is the (green) button, not the page around it.
+    let redeem = ref_of(&lines, "Redeem");
+    let alone =
+        common::decode(&ok("browser_screenshot", json!({ "session": s, "ref": redeem })).await);
+    // The page as it is now shows the button, where the element list boxes it.
+    let now = ok(
+        "browser_screenshot",
+        json!({ "session": s, "annotate": true }),
+    )
+    .await;
+    let button = now["legend"]
+        .as_array()
+        .expect("a legend")
+        .iter()
+        .find(|e| e["ref"] == redeem)
+        .unwrap_or_else(|| panic!("[{redeem}] not in view: {now:#}"));
+    let (width, height) = alone.dimensions();
+    let [w, h] = [2, 3].map(|i| button["box"][i].as_f64().unwrap().round() as u32);
+    assert!(
+        width.abs_diff(w) <= 1 && height.abs_diff(h) <= 1,
+        "{width}x{height} for a box of {w}x{h}"
+    );
+    let image::Rgb([r, g, b]) = alone.to_rgb8()[(2, height / 2)];
+    assert!(
+        g > 120 && r < 40 && b < 40,
+        "not the button's green: {r},{g},{b}"
     );
 }
 

@@ -3,17 +3,10 @@
 mod common;
 
 use base64::Engine;
-use common::{client, element_lines, fails, harness, ok, open, ref_of};
+use common::{client, decode, element_lines, fails, harness, ok, open, ref_of};
 use image::GenericImageView;
-use serde_json::{Value, json};
+use serde_json::json;
 use webpilot::browser::OFFSCREEN_HEADER;
-
-fn decode(result: &Value) -> image::DynamicImage {
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(result["image"].as_str().expect("image in the result"))
-        .unwrap();
-    image::load_from_memory(&data).expect("a decodable image")
-}
 
 #[tokio::test]
 async fn annotated_boxes_match_the_element_list_and_the_page() {

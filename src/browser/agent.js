@@ -735,7 +735,8 @@
   }
   // The same for a point (px, py) of a foreign frame's viewport, seen through its <iframe>
   // `frame` of this document: scrolls the point into view, checks nothing covers the frame there.
-  function aimThrough(frame, px, py) {
+  // With `reveal`, only brings the point into view (a capture does not mind what covers it).
+  function aimThrough(frame, px, py, reveal) {
     const view = frame.ownerDocument.defaultView;
     const at = () => {
       const r = frame.getBoundingClientRect();
@@ -754,7 +755,7 @@
         point = at();
       }
     }
-    const cover = coveredBy(frame, point.x, point.y);
+    const cover = !reveal && coveredBy(frame, point.x, point.y);
     if (cover) return { problem: 'covered', detail: cover };
     return { ...reachTop(view, point.x, point.y), scrolled };
   }

@@ -7,6 +7,7 @@
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, Viewport,
 };
+use chromiumoxide::layout::Point;
 use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::codecs::webp::WebPEncoder;
@@ -14,6 +15,8 @@ use image::{ImageEncoder, RgbImage};
 use serde::{Deserialize, Serialize};
 
 use super::annotate::{self, Mark};
+use super::frames::Doc;
+use super::input::Reach;
 use super::tab::Tab;
 use crate::error::{ToolError, ToolResult};
 
@@ -88,8 +91,8 @@ const VIEWPORT_AREA_JS: &str =
     "({ x: scrollX, y: scrollY, width: innerWidth, height: innerHeight, scrollX, scrollY })";
 const PAGE_AREA_JS: &str = "({ x: 0, y: 0, width: Math.max(document.documentElement.scrollWidth, innerWidth), \
     height: Math.max(document.documentElement.scrollHeight, innerHeight), scrollX, scrollY })";
-/// The element's box in page coordinates (scrolled into view first), top document or
-/// same-origin frames only.
+/// The element's box in page coordinates (scrolled into view first), in the top document or a
+/// frame it can script.
 const ELEMENT_AREA_JS: &str = r#"(el) => {
   const view = el.ownerDocument.defaultView;
   let r = el.getBoundingClientRect();
@@ -105,6 +108,18 @@ const ELEMENT_AREA_JS: &str = r#"(el) => {
   const top = window.top;
   return { x: r.left + ox + top.scrollX, y: r.top + oy + top.scrollY, width: r.width, height: r.height,
            scrollX: top.scrollX, scrollY: top.scrollY };
+}"#;
+
+/// Brings the element into view in its own document when it is not; its centre in that
+/// document's viewport.
+const SCROLL_INTO_VIEW_JS: &str = r#"(el) => {
+  const view = el.ownerDocument.defaultView;
+  let r = el.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > view.innerHeight || r.left < 0 || r.right > view.innerWidth) {
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    r = el.getBoundingClientRect();
+  }
+  return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
 }"#;
 
 impl Tab {
@@ -188,23 +203,63 @@ impl Tab {
         .map_err(|e| ToolError::internal(format!("annotation failed: {e}")))?
     }
 
-    async fn capture_area(&self, shot: &Shot) -> ToolResult<Area> {
+    async fn capture_area(&mut self, shot: &Shot) -> ToolResult<Area> {
         let value = match (shot.ref_id, shot.full_page) {
-            (Some(ref_id), _) => {
-                let value = self.on_element(ref_id, ELEMENT_AREA_JS).await?;
-                if value.is_null() {
-                    return Err(ToolError::invalid(format!(
-                        "[{ref_id}] is inside a cross-origin frame; capture the viewport instead"
-                    )));
+            (Some(ref_id), _) => match self.locate_ref(ref_id).await? {
+                Doc::Top => {
+                    let value = self.on_element(ref_id, ELEMENT_AREA_JS).await?;
+                    if value.is_null() {
+                        return Err(ToolError::invalid(format!(
+                            "[{ref_id}] is inside a frame whose place on the page cannot be traced; capture the viewport instead"
+                        )));
+                    }
+                    value
                 }
-                value
-            }
+                doc => return self.foreign_element_area(&doc, ref_id).await,
+            },
             (None, true) => self.evaluate_raw(PAGE_AREA_JS).await?,
             (None, false) => self.evaluate_raw(VIEWPORT_AREA_JS).await?,
         };
-        serde_json::from_value(value)
-            .map_err(|e| ToolError::internal(format!("unexpected page metrics: {e}")))
+        area_of(value)
     }
+
+    /// The box of an element in a frame the top document cannot script: scrolled into view in
+    /// its frame and each frame in the one holding it, then placed in the top viewport the way
+    /// the element list places it, cut to what its frames show.
+    async fn foreign_element_area(&mut self, doc: &Doc, ref_id: u32) -> ToolResult<Area> {
+        let centre = self.on_element_in(doc, ref_id, SCROLL_INTO_VIEW_JS).await?;
+        let centre = Point {
+            x: centre["x"].as_f64().unwrap_or_default(),
+            y: centre["y"].as_f64().unwrap_or_default(),
+        };
+        self.through_frames(doc, centre, ref_id, "capture", Reach::Reveal)
+            .await?;
+        let list = self.elements(None).await?;
+        let bounds = list
+            .elements
+            .iter()
+            .find(|element| element.ref_id == ref_id)
+            .and_then(|element| element.bounds)
+            .ok_or_else(|| {
+                ToolError::invalid(format!(
+                    "[{ref_id}] has no visible box on the page; capture the viewport instead"
+                ))
+            })?;
+        let viewport = area_of(self.evaluate_raw(VIEWPORT_AREA_JS).await?)?;
+        let [x, y, width, height] = bounds;
+        Ok(Area {
+            x: x + viewport.scroll_x,
+            y: y + viewport.scroll_y,
+            width,
+            height,
+            ..viewport
+        })
+    }
+}
+
+fn area_of(value: serde_json::Value) -> ToolResult<Area> {
+    serde_json::from_value(value)
+        .map_err(|e| ToolError::internal(format!("unexpected page metrics: {e}")))
 }
 
 /// Boxes of the elements inside the captured area, in image pixels, with their legend.

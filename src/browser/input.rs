@@ -93,7 +93,7 @@ impl Tab {
         match (target.x, target.y) {
             (Some(x), Some(y)) if !target.local => Ok(Aim::At(Point { x, y })),
             (Some(x), Some(y)) => Ok(self
-                .through_frames(&doc, Point { x, y }, ref_id, verb)
+                .through_frames(&doc, Point { x, y }, ref_id, verb, Reach::Act)
                 .await?
                 .map_or(Aim::Dom, Aim::At)),
             _ => Ok(Aim::Dom),
@@ -101,15 +101,16 @@ impl Tab {
     }
 
     /// Carries a point of a foreign frame's viewport out through the frames holding it to the
-    /// top viewport, scrolling each frame into view and checking that nothing covers it there.
-    /// `None` when a frame's place cannot be traced (its owner sits in another foreign frame
-    /// of the page's own process).
-    async fn through_frames(
+    /// top viewport, scrolling each frame into view and, to act there, checking that nothing
+    /// covers it. `None` when a frame's place cannot be traced (its owner sits in another
+    /// foreign frame of the page's own process).
+    pub(crate) async fn through_frames(
         &self,
         doc: &Doc,
         mut point: Point,
         ref_id: u32,
         verb: &str,
+        reach: Reach,
     ) -> ToolResult<Option<Point>> {
         let mut doc = doc.clone();
         let mut scrolled = Vec::new();
@@ -121,10 +122,15 @@ impl Tab {
                 return Ok(None);
             };
             let mut call = CallFunctionOnParams::new(
-                "function (x, y) { return window.__wp ? __wp.aimThrough(this, x, y) : null; }",
+                "function (x, y, reveal) { return window.__wp ? __wp.aimThrough(this, x, y, reveal) : null; }",
             );
             call.object_id = Some(owner.into());
-            call.arguments = Some(vec![number(point.x), number(point.y)]);
+            let reveal = CallArgument {
+                value: Some((reach == Reach::Reveal).into()),
+                unserializable_value: None,
+                object_id: None,
+            };
+            call.arguments = Some(vec![number(point.x), number(point.y), reveal]);
             call.return_by_value = Some(true);
             let answer = self
                 .browser
@@ -488,6 +494,15 @@ const FRAME_WAIT_MS: u64 = 500;
 
 /// Reads the agent's pointer answer, turning a problem into an error an agent can act on;
 /// `what` names the thing that has the problem ("it", "its frame").
+/// What a point carried out of a frame is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Input goes there: nothing may cover it.
+    Act,
+    /// Only to be in view (a capture).
+    Reveal,
+}
+
 fn pointer_target(value: Value, ref_id: u32, verb: &str, what: &str) -> ToolResult<PointerTarget> {
     let target: PointerTarget = serde_json::from_value(value)
         .map_err(|e| ToolError::internal(format!("unexpected pointer target: {e}")))?;

@@ -372,6 +372,15 @@ pub async fn stale(tool: &str, args: Value) -> Value {
     body
 }
 
+/// The image of a `browser_screenshot` result.
+pub fn decode(result: &Value) -> image::DynamicImage {
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(result["image"].as_str().expect("image in the result"))
+        .unwrap();
+    image::load_from_memory(&data).expect("a decodable image")
+}
+
 /// A fresh client: a pooled connection must not outlive the test runtime that opened it.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
