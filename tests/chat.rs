@@ -173,6 +173,12 @@ async fn rate_limits_are_retried_and_other_failures_are_error_events() {
     let events = chat_events(user("unauthorized")).await;
     let error = last(&events, "error");
     assert_eq!(error["status"], 401, "{events:#?}");
+    // The contract's error: a code, and a hint that names what to change.
+    assert_eq!(error["code"], "UPSTREAM", "{error}");
+    assert!(
+        error["hint"].as_str().unwrap().contains("--llm-api-key"),
+        "{error}"
+    );
     assert!(
         error["message"]
             .as_str()

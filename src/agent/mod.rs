@@ -66,8 +66,9 @@ pub enum AgentEvent {
         result: Value,
     },
     Done(Value),
+    /// The loop stopped: the contract's error, and the model API's HTTP status when it answered.
     Error {
-        message: String,
+        error: ToolError,
         status: Option<u16>,
     },
 }
@@ -107,8 +108,10 @@ impl AgentEvent {
                 json!({ "id": id, "name": name, "summary": summary, "result": result })
             }
             AgentEvent::Done(done) => done.clone(),
-            AgentEvent::Error { message, status } => {
-                json!({ "code": "UPSTREAM", "message": message, "status": status })
+            AgentEvent::Error { error, status } => {
+                let mut data = json!(error);
+                data["status"] = json!(status);
+                data
             }
         }
     }
@@ -210,7 +213,7 @@ impl Agent {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.send(AgentEvent::Error {
-                    message: error.message,
+                    error,
                     status: None,
                 });
                 return request.messages;
@@ -247,7 +250,7 @@ impl Agent {
                 Ok(turn) => turn,
                 Err(error) => {
                     let _ = events.send(AgentEvent::Error {
-                        message: error.message,
+                        error: model_failure(&error),
                         status: error.status,
                     });
                     return None;
@@ -451,5 +454,20 @@ fn add_usage(total: &mut Value, more: Option<&Value>) {
             let sum = total.get(key).and_then(Value::as_u64).unwrap_or(0) + n;
             total.insert(key.clone(), json!(sum));
         }
+    }
+}
+
+/// A failed model call as the contract's error: the hint says what the operator or the caller
+/// can change.
+fn model_failure(error: &llm::LlmError) -> ToolError {
+    let failure = ToolError::new(ErrorCode::Upstream, error.message.clone());
+    match error.status {
+        Some(401 | 403) => failure.with_hint(
+            "the model API refused the key: set --llm-api-key (WEBPILOT_LLM_API_KEY) and restart",
+        ),
+        Some(404) => failure.with_hint(
+            "check --llm-base-url and the model name (a chat request may name another model)",
+        ),
+        _ => failure.with_hint("the model API failed; call again later"),
     }
 }

@@ -79,5 +79,6 @@ async fn chat(State(app): State<App>, body: Result<Json<ChatRequest>, JsonReject
             _ => {}
         }
     }
-    (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"code": "INTERNAL", "message": "the loop ended without an answer", "hint": "retry"}}))).into_response()
+    let error = ToolError::internal("the loop ended without an answer").with_hint("call again");
+    (StatusCode::INTERNAL_SERVER_ERROR, Json(error.to_json())).into_response()
 }
