@@ -129,16 +129,12 @@ impl Frames {
     ) -> Self {
         let registry = Arc::new(Mutex::new(Registry::default()));
         let linked = match &browser.link {
-            Some(link) => {
-                let linked = Linked::attach(browser, link, page, registry.clone(), events, scripts);
-                match linked.await {
-                    Ok(linked) => Some(linked),
-                    Err(error) => {
-                        tracing::warn!(message = %error.message, "frames of other sites are out of reach");
-                        None
-                    }
-                }
-            }
+            Some(link) => Linked::attach(browser, link, page, registry.clone(), events, scripts)
+                .await
+                .inspect_err(|error| {
+                    tracing::warn!(message = %error.message, "frames of other sites are out of reach");
+                })
+                .ok(),
             None => None,
         };
         Self {

@@ -125,12 +125,11 @@ impl Tab {
                 "function (x, y, reveal) { return window.__wp ? __wp.aimThrough(this, x, y, reveal) : null; }",
             );
             call.object_id = Some(owner.into());
-            let reveal = CallArgument {
-                value: Some((reach == Reach::Reveal).into()),
-                unserializable_value: None,
-                object_id: None,
-            };
-            call.arguments = Some(vec![number(point.x), number(point.y), reveal]);
+            call.arguments = Some(vec![
+                argument(point.x),
+                argument(point.y),
+                argument(reach == Reach::Reveal),
+            ]);
             call.return_by_value = Some(true);
             let answer = self
                 .browser
@@ -492,8 +491,6 @@ const NEXT_FRAMES_JS: &str =
 /// Upper bound for that wait (a page that draws no frames must not stall the action).
 const FRAME_WAIT_MS: u64 = 500;
 
-/// Reads the agent's pointer answer, turning a problem into an error an agent can act on;
-/// `what` names the thing that has the problem ("it", "its frame").
 /// What a point carried out of a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reach {
@@ -503,6 +500,8 @@ pub(crate) enum Reach {
     Reveal,
 }
 
+/// Reads the agent's pointer answer, turning a problem into an error an agent can act on;
+/// `what` names the thing that has the problem ("it", "its frame").
 fn pointer_target(value: Value, ref_id: u32, verb: &str, what: &str) -> ToolResult<PointerTarget> {
     let target: PointerTarget = serde_json::from_value(value)
         .map_err(|e| ToolError::internal(format!("unexpected pointer target: {e}")))?;
@@ -527,7 +526,8 @@ fn pointer_target(value: Value, ref_id: u32, verb: &str, what: &str) -> ToolResu
     Err(ToolError::new(ErrorCode::InvalidArgument, message).with_hint(hint))
 }
 
-fn number(value: f64) -> CallArgument {
+/// A plain value passed to `Runtime.callFunctionOn`.
+fn argument(value: impl Into<Value>) -> CallArgument {
     CallArgument {
         value: Some(value.into()),
         unserializable_value: None,

@@ -160,20 +160,15 @@ impl Tab {
             .leaving_ms
             .is_some_and(|ms| ms < NAVIGATION_START_GRACE_MS)
         {
-            busy.push("in the frame acted in: a navigation is in progress".to_string());
+            busy.push("a navigation is in progress".to_string());
         }
         if probe.ready_state != "complete" {
-            busy.push(format!(
-                "in the frame acted in: load event (document is {})",
-                probe.ready_state
-            ));
+            busy.push(format!("load event (document is {})", probe.ready_state));
         }
-        busy.extend(
-            pending_work(&probe, quiet.as_millis() as u64)
-                .into_iter()
-                .map(|item| format!("in the frame acted in: {item}")),
-        );
-        busy
+        busy.extend(pending_work(&probe, quiet.as_millis() as u64));
+        busy.into_iter()
+            .map(|item| format!("in the frame acted in: {item}"))
+            .collect()
     }
 
     /// Polls until the page is ready per `goal`, or the time is up (then reports what was missing).

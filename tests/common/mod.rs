@@ -338,7 +338,12 @@ pub async fn call_at(api: &str, tool: &str, args: Value) -> (u16, Value) {
 
 /// Calls a tool and asserts it succeeded.
 pub async fn ok(tool: &str, args: Value) -> Value {
-    let (status, body) = call(tool, args.clone()).await;
+    ok_at(&harness().api, tool, args).await
+}
+
+/// `ok` on another service.
+pub async fn ok_at(api: &str, tool: &str, args: Value) -> Value {
+    let (status, body) = call_at(api, tool, args.clone()).await;
     assert_eq!(status, 200, "{tool} {args} failed: {body:#}");
     body
 }
