@@ -7,8 +7,8 @@ use crate::agent::Agent;
 use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::crawl::Crawler;
-use crate::tools::Registry;
-use crate::tools::open_web_page::Fetcher;
+use crate::pages::Pages;
+use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
 
 /// Everything a front needs. Cheap to clone.
@@ -32,22 +32,19 @@ impl App {
         // One URL policy for both sides, parsed once by the web client.
         let browser = BrowserService::new(config.clone(), web.client.policy().clone());
         browser.spawn_reaper();
-        let fetcher = Arc::new(Fetcher {
-            config: config.clone(),
-            browser: browser.clone(),
-            web: web.clone(),
-        });
+        let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
             config.crawl.clone(),
-            fetcher,
+            pages.clone(),
         )?;
-        let registry = Arc::new(Registry::new(
-            config.clone(),
-            browser.clone(),
+        let registry = Arc::new(Registry::new(Ctx {
+            config: config.clone(),
+            browser: browser.clone(),
             web,
-            crawler.clone(),
-        ));
+            pages,
+            crawler: crawler.clone(),
+        }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             config,

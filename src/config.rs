@@ -74,6 +74,8 @@ pub struct CrawlConfig {
     pub global_parallel: usize,
     /// Fetches in flight per host (`host:port`), across all tasks.
     pub per_host: usize,
+    /// Browser renders (open_web_page and crawls) in flight at once, each in its own context.
+    pub browser_parallel: usize,
 }
 
 impl Default for CrawlConfig {
@@ -83,6 +85,7 @@ impl Default for CrawlConfig {
             max_parallel: 16,
             global_parallel: 32,
             per_host: 4,
+            browser_parallel: 4,
         }
     }
 }
@@ -152,12 +155,34 @@ impl Default for FetchConfig {
     }
 }
 
+/// A web_search backend, as configured (`search.order`) and named in results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    Duckduckgo,
+    Searxng,
+    Tavily,
+    Brave,
+}
+
+impl SearchBackend {
+    /// The name in configuration and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchBackend::Duckduckgo => "duckduckgo",
+            SearchBackend::Searxng => "searxng",
+            SearchBackend::Tavily => "tavily",
+            SearchBackend::Brave => "brave",
+        }
+    }
+}
+
 /// Where each search backend lives, its key, and the order `backend=auto` tries them in.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     /// Backends `auto` tries, in order; unconfigured ones (no URL or key) are left out.
-    pub order: Vec<String>,
+    pub order: Vec<SearchBackend>,
     pub duckduckgo_url: String,
     /// A SearXNG instance with JSON output enabled (none by default).
     pub searxng_url: Option<String>,
@@ -173,9 +198,12 @@ pub struct SearchConfig {
 impl Default for SearchConfig {
     fn default() -> Self {
         Self {
-            order: ["duckduckgo", "searxng", "brave", "tavily"]
-                .map(String::from)
-                .to_vec(),
+            order: vec![
+                SearchBackend::Duckduckgo,
+                SearchBackend::Searxng,
+                SearchBackend::Brave,
+                SearchBackend::Tavily,
+            ],
             duckduckgo_url: "https://html.duckduckgo.com/html/".into(),
             searxng_url: None,
             tavily_url: "https://api.tavily.com".into(),
@@ -293,7 +321,7 @@ pub struct ConfigArgs {
         global = true,
         value_delimiter = ','
     )]
-    pub search_order: Option<Vec<String>>,
+    pub search_order: Option<Vec<SearchBackend>>,
     /// SearXNG instance URL (JSON output enabled).
     #[arg(long, env = "WEBPILOT_SEARXNG_URL", global = true)]
     pub searxng_url: Option<String>,
@@ -431,26 +459,16 @@ impl Config {
             crawl.max_parallel,
             crawl.global_parallel,
             crawl.per_host,
+            crawl.browser_parallel,
         ]
         .contains(&0)
         {
             anyhow::bail!(
-                "crawl limits (max_urls, max_parallel, global_parallel, per_host) must be at least 1"
+                "crawl limits (max_urls, max_parallel, global_parallel, per_host, browser_parallel) must be at least 1"
             );
         }
         crate::policy::UrlPolicy::new(&self.fetch.allow)
             .map_err(|e| anyhow::anyhow!("fetch.allow: {e}"))?;
-        if let Some(unknown) = self
-            .search
-            .order
-            .iter()
-            .find(|name| !crate::web::search::BACKENDS.contains(&name.as_str()))
-        {
-            anyhow::bail!(
-                "search.order: unknown backend {unknown:?} (known: {})",
-                crate::web::search::BACKENDS.join(", ")
-            );
-        }
         Ok(())
     }
 }

@@ -2,10 +2,13 @@
 //!
 //! Codes are part of the tool contract (TOOLS.md); the hint tells an agent how to recover.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Machine-readable error codes of the tool contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     InvalidArgument,
@@ -76,7 +79,7 @@ impl ErrorCode {
     }
 
     /// The hint used when the raiser has nothing more specific to say.
-    fn default_hint(self) -> &'static str {
+    pub fn default_hint(self) -> &'static str {
         match self {
             ErrorCode::InvalidArgument => "fix the named argument and call again",
             ErrorCode::StaleRef => {
@@ -107,7 +110,7 @@ impl ErrorCode {
 }
 
 /// A tool failure as an agent sees it.
-#[derive(Debug, Clone, Serialize, thiserror::Error, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, thiserror::Error, utoipa::ToSchema)]
 #[error("{code:?}: {message}")]
 pub struct ToolError {
     pub code: ErrorCode,

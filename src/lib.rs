@@ -1,19 +1,24 @@
 //! webpilot gives AI agents eyes and hands on the web: one headless Chromium behind a few
-//! merged tools, served to agent loops over HTTP (OpenAI function-calling format).
+//! merged tools, served to agent loops over HTTP (OpenAI function-calling format) and MCP.
 //!
 //! # Layout
 //! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
-//! - [`tools`]: the registry and one file per tool (typed args → JSON schema, a short handler).
+//! - [`metrics`]: tool call counts and latencies as Prometheus text.
+//! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
+//!   wrapper (session, tab, deadline, reply fields) and one file per tool.
+//! - [`crawl`]: batch crawl tasks — bounded parallelism, SQLite store, progress events.
+//! - [`pages`]: reading one page as a service — HTTP or a browser render, extraction, paging.
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
 //!   refs, content. Nothing outside this module names chromiumoxide.
-//! - [`web`]: the browserless side — HTML → Markdown, section ranking.
-//! - [`server`]: axum fronts — REST (`/api/tools`), auth, graceful shutdown.
-//! - [`app`]: wires config, browser and registry together for the server and the CLI.
+//! - [`web`]: the browserless side — guarded HTTP client, search backends, extraction, Markdown.
+//! - [`agent`]: the tool loop driving any OpenAI-compatible model.
+//! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, OpenAPI, auth, shutdown.
+//! - [`app`]: wires everything together for the server and the CLI.
 //!
-//! Dependencies point one way: `server` → `tools` → `browser` | `web`; all may use `config`,
-//! `error` and `policy`.
+//! Dependencies point one way: `server` → `agent` → `tools` → `crawl` → `pages` → `browser` |
+//! `web`; all may use `config`, `error` and `policy` (ARCHITECTURE.md).
 
 pub mod agent;
 pub mod app;
@@ -22,6 +27,7 @@ pub mod config;
 pub mod crawl;
 pub mod error;
 pub mod metrics;
+pub mod pages;
 pub mod policy;
 pub mod server;
 pub mod tools;

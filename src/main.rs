@@ -1,13 +1,18 @@
 //! The `webpilot` command: `serve` (HTTP), `mcp` (MCP over stdio), `tools` (print definitions),
-//! `call TOOL JSON`, `crawl URL…` (a batch crawl with a progress bar, results as JSON lines).
+//! `call TOOL JSON`, `crawl URL…` (a batch crawl with a progress bar, results as JSON lines),
+//! `skill` (a SKILL.md for coding agents, generated from the tool registry).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use serde::de::DeserializeOwned;
 use tracing_subscriber::EnvFilter;
 use webpilot::App;
 use webpilot::config::{Config, ConfigArgs};
+use webpilot::crawl::{TaskOptions, TaskStatus};
+use webpilot::pages::{FetchMode, PageOptions};
+use webpilot::web::extract::ExtractKind;
 
 #[derive(Parser)]
 #[command(
@@ -47,11 +52,11 @@ enum Command {
         #[arg(required = true)]
         urls: Vec<String>,
         /// main | full | links | images | structured.
-        #[arg(long, default_value = "main")]
-        extract: String,
+        #[arg(long, default_value = "main", value_parser = wire_name::<ExtractKind>)]
+        extract: ExtractKind,
         /// auto | http | browser.
-        #[arg(long, default_value = "auto")]
-        mode: String,
+        #[arg(long, default_value = "auto", value_parser = wire_name::<FetchMode>)]
+        mode: FetchMode,
         /// URLs fetched at once.
         #[arg(long, default_value_t = 4)]
         parallel: usize,
@@ -59,6 +64,13 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Print a SKILL.md that teaches a coding agent to use webpilot through `webpilot call`.
+    Skill,
+}
+
+/// A value named as the tool arguments name it (`main`, `browser`).
+fn wire_name<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -120,6 +132,11 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Skill => {
+            let app = App::new(config)?;
+            print!("{}", webpilot::tools::skill(&app.registry));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
         Command::Mcp => {
             use rmcp::ServiceExt;
@@ -145,11 +162,16 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             parallel,
             output,
         } => {
-            let args = serde_json::json!({
-                "urls": urls, "extract": extract, "mode": mode, "parallel": parallel,
-            });
+            let options = TaskOptions {
+                page: PageOptions {
+                    extract,
+                    mode,
+                    ..PageOptions::default()
+                },
+                parallel,
+            };
             let app = App::new(config)?;
-            let code = crawl(&app, args, output).await;
+            let code = crawl(&app, urls, options, output).await;
             app.shutdown().await;
             code
         }
@@ -192,7 +214,7 @@ async fn call(
     };
     let app = App::new(config)?;
     let result = tokio::select! {
-        result = app.registry.call(tool, args) => Some(result),
+        result = app.registry.call(tool, args, None) => Some(result),
         _ = webpilot::server::shutdown_signal() => None,
     };
     app.shutdown().await;
@@ -217,71 +239,58 @@ async fn call(
 /// Runs a crawl task in-process with a progress bar, then writes its results as JSON lines.
 async fn crawl(
     app: &App,
-    args: serde_json::Value,
+    urls: Vec<String>,
+    options: TaskOptions,
     output: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let started = match app.registry.call("crawl_batch", args).await {
-        Ok(started) => started.json,
+    let total = urls.len();
+    let id = match app.crawler.submit(urls, options) {
+        Ok(id) => id,
         Err(error) => {
             println!("{}", serde_json::to_string_pretty(&error.to_json())?);
             return Ok(ExitCode::from(2));
         }
     };
-    let id = started["task_id"].as_str().unwrap_or_default().to_string();
-    let total = started["total"].as_u64().unwrap_or(0);
-    let bar = indicatif::ProgressBar::new(total).with_style(
+    let bar = indicatif::ProgressBar::new(total as u64).with_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")?,
     );
-    let (_, mut events) = app
-        .crawler
-        .subscribe(&id)
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let failed = |e: webpilot::error::ToolError| anyhow::anyhow!(e.message);
+    let (_, mut events) = app.crawler.subscribe(&id).map_err(failed)?;
     loop {
         // Events move the bar; the periodic summary catches anything they missed.
         let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
         tokio::select! {
-            event = events.recv() => if let Ok(event) = event {
-                bar.set_message(event.data["url"].as_str().unwrap_or_default().to_string());
+            event = events.recv() => if let Ok(webpilot::crawl::CrawlEvent::Progress { url, .. }) = event {
+                bar.set_message(url);
             },
             _ = tick => {}
             _ = webpilot::server::shutdown_signal() => return Ok(ExitCode::from(130)),
         }
-        let summary = app
-            .crawler
-            .summary(&id)
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        bar.set_position(summary["progress"].as_u64().unwrap_or(0));
-        if matches!(summary["status"].as_str(), Some("completed" | "failed")) {
+        let summary = app.crawler.summary(&id).map_err(failed)?;
+        bar.set_position(summary.progress as u64);
+        if summary.status.is_finished() {
             break;
         }
     }
     bar.finish_and_clear();
-    let status = app
-        .crawler
-        .status(&id)
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let report = app.crawler.status(&id).map_err(failed)?;
     let mut lines = String::new();
-    for item in status["results"]
-        .as_array()
-        .into_iter()
-        .chain(status["errors"].as_array())
-        .flatten()
-    {
-        lines.push_str(&item.to_string());
+    for item in &report.results {
+        lines.push_str(&serde_json::to_string(item)?);
+        lines.push('\n');
+    }
+    for item in &report.errors {
+        lines.push_str(&serde_json::to_string(item)?);
         lines.push('\n');
     }
     match output {
         Some(path) => std::fs::write(path, lines)?,
         None => print!("{lines}"),
     }
-    let errors = status["errors"].as_array().map_or(0, Vec::len);
-    eprintln!(
-        "{id}: {} of {total} read, {errors} failed",
-        total as usize - errors
-    );
-    Ok(if errors == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    let errors = report.errors.len();
+    eprintln!("{id}: {} of {total} read, {errors} failed", total - errors);
+    Ok(match report.summary.status {
+        TaskStatus::Completed if errors == 0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
     })
 }

@@ -36,21 +36,29 @@ fn only_the_browser_layer_names_chromiumoxide() {
     }
 }
 
+/// The layers above every lower layer (ARCHITECTURE.md, "Direction of dependencies":
+/// server → agent → tools → crawl → pages → browser | web).
+const UPPER: [&str; 4] = [
+    "crate::tools",
+    "crate::server",
+    "crate::app",
+    "crate::agent",
+];
+
+/// Each lower layer, and what else it may not import.
+const FORBIDDEN: [(&str, &[&str]); 4] = [
+    ("browser", &["crate::crawl", "crate::pages", "crate::web"]),
+    ("web", &["crate::crawl", "crate::pages", "crate::browser"]),
+    ("pages", &["crate::crawl"]),
+    ("crawl", &["crate::browser"]),
+];
+
 #[test]
 fn lower_layers_do_not_depend_on_upper_ones() {
-    for layer in ["browser", "web", "crawl"] {
+    for (layer, forbidden) in FORBIDDEN {
         for file in rust_files(&src().join(layer)) {
             let text = std::fs::read_to_string(&file).unwrap();
-            for upper in [
-                "crate::tools",
-                "crate::server",
-                "crate::app",
-                "crate::agent",
-                "crate::browser",
-            ] {
-                if upper == "crate::browser" && layer == "browser" {
-                    continue;
-                }
+            for upper in UPPER.iter().chain(forbidden.iter()) {
                 assert!(
                     !text.contains(upper),
                     "{} depends on {upper}",
@@ -58,5 +66,34 @@ fn lower_layers_do_not_depend_on_upper_ones() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn the_crate_doc_names_every_module() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    for line in lib.lines() {
+        if let Some(module) = line
+            .strip_prefix("pub mod ")
+            .and_then(|m| m.strip_suffix(';'))
+        {
+            assert!(
+                lib.contains(&format!("[`{module}`]")),
+                "lib.rs's crate doc does not describe `{module}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn configuration_depends_on_no_layer() {
+    let config = std::fs::read_to_string(src().join("config.rs")).unwrap();
+    for layer in [
+        "crate::web",
+        "crate::browser",
+        "crate::pages",
+        "crate::crawl",
+    ] {
+        assert!(!config.contains(layer), "config.rs depends on {layer}");
     }
 }

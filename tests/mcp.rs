@@ -47,6 +47,30 @@ async fn check(report: &Value) {
             tools[name]["description"], function["description"],
             "{name}"
         );
+        let output = &tools[name]["output_schema"];
+        assert_eq!(output["type"], "object", "{name}: {output:#}");
+        assert!(
+            output["properties"]["elapsed_ms"].is_object(),
+            "{name}: {output:#}"
+        );
+    }
+    // Every successful call came with structured content matching its tool's outputSchema.
+    let structured = report["structured"].as_array().unwrap();
+    let checked: std::collections::HashSet<&str> = structured
+        .iter()
+        .map(|s| s["tool"].as_str().unwrap())
+        .collect();
+    for tool in [
+        "browser_navigate",
+        "browser_read",
+        "browser_interact",
+        "browser_screenshot",
+        "browser_tabs",
+    ] {
+        assert!(checked.contains(tool), "{tool} not checked: {report:#}");
+    }
+    for call in structured {
+        assert_eq!(call["problems"], serde_json::json!([]), "{call:#}");
     }
     assert_eq!(report["navigate_error"], false, "{report:#}");
     assert_eq!(report["click_error"], false, "{report:#}");

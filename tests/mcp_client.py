@@ -12,6 +12,8 @@ import os
 import re
 import sys
 
+import jsonschema
+
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
@@ -19,6 +21,32 @@ from mcp.client.streamable_http import streamablehttp_client
 
 def text_of(result):
     return "".join(c.text for c in result.content if c.type == "text")
+
+
+class Checked:
+    """Calls tools and checks each success's structuredContent: present, equal to the text
+    content, valid against the outputSchema that tools/list published. (The SDK validates it
+    too; this makes the check explicit and reports it.)"""
+
+    def __init__(self, session, schemas):
+        self.session = session
+        self.schemas = schemas
+        self.structured = []
+
+    async def call_tool(self, name, arguments):
+        result = await self.session.call_tool(name, arguments)
+        if not result.isError:
+            structured = result.structuredContent
+            problems = []
+            if structured is None:
+                problems.append("no structuredContent")
+            else:
+                if structured != json.loads(text_of(result)):
+                    problems.append("structuredContent differs from the text content")
+                validator = jsonschema.Draft202012Validator(self.schemas[name])
+                problems.extend(e.message for e in validator.iter_errors(structured))
+            self.structured.append({"tool": name, "problems": problems})
+        return result
 
 
 async def paging(session):
@@ -39,7 +67,9 @@ async def scenario(session, spa_url):
     init = await session.initialize()
     report["server"] = init.serverInfo.name
     tools = await session.list_tools()
-    report["tools"] = {t.name: {"description": t.description, "parameters": t.inputSchema} for t in tools.tools}
+    report["tools"] = {t.name: {"description": t.description, "parameters": t.inputSchema,
+                                "output_schema": t.outputSchema} for t in tools.tools}
+    session = Checked(session, {t.name: t.outputSchema for t in tools.tools})
     nav = await session.call_tool("browser_navigate", {"target": spa_url})
     report["navigate_error"] = nav.isError
     report["navigate"] = json.loads(text_of(nav))
@@ -65,6 +95,7 @@ async def scenario(session, spa_url):
     report["session"] = json.loads(text_of(again)).get("session")
     shared = await session.call_tool("browser_tabs", {"action": "list", "session": "shared-on-purpose"})
     report["explicit_session"] = json.loads(text_of(shared)).get("session")
+    report["structured"] = session.structured
     return report
 
 

@@ -6,10 +6,12 @@ mod common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use common::python::python;
 use common::web_fixtures::config;
-use common::{Harness, get_json, start_with};
+use common::{Harness, call_at, eventually, get_json, ok_at, start_with};
+use serde_json::{Value, json};
 
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
@@ -78,6 +80,125 @@ async fn describes_every_route_and_every_tool_with_its_argument_schema() {
         schemas["ErrorBody"]["properties"]["error"]["$ref"],
         "#/components/schemas/ToolError"
     );
+}
+
+/// Every tool, called for real with typical arguments, returns what its published result
+/// schema describes (`ok_at` validates each result against `/api/openapi.json`).
+#[tokio::test]
+async fn every_tool_result_matches_its_published_result_schema() {
+    let api = service().api.as_str();
+    let page = |name: &str| format!("{}/{name}", service().fixtures);
+    let s = "schema-walk";
+    let calls: Vec<(&str, Value)> = vec![
+        (
+            "browser_navigate",
+            json!({ "session": s, "target": page("spa.html") }),
+        ),
+        ("browser_read", json!({ "session": s })),
+        (
+            "browser_read",
+            json!({ "session": s, "mode": "markdown", "max_tokens": 50 }),
+        ),
+        (
+            "browser_read",
+            json!({ "session": s, "mode": "find", "query": "cart" }),
+        ),
+        (
+            "browser_read",
+            json!({ "session": s, "mode": "extract", "query": "cart" }),
+        ),
+        (
+            "browser_interact",
+            json!({ "session": s, "action": "scroll" }),
+        ),
+        (
+            "browser_interact",
+            json!({ "session": s, "action": "evaluate", "script": "[1, 'a']" }),
+        ),
+        (
+            "browser_interact",
+            json!({ "session": s, "action": "wait", "seconds": 0.1 }),
+        ),
+        (
+            "browser_interact",
+            json!({ "session": s, "action": "dialog", "accept": false }),
+        ),
+        (
+            "browser_screenshot",
+            json!({ "session": s, "annotate": true }),
+        ),
+        (
+            "browser_tabs",
+            json!({ "session": s, "action": "new", "url": page("article.html") }),
+        ),
+        ("browser_tabs", json!({ "session": s })),
+        (
+            "browser_cookies",
+            json!({ "session": s, "action": "export", "name": "walk" }),
+        ),
+        (
+            "browser_cookies",
+            json!({ "session": s, "action": "load", "name": "walk" }),
+        ),
+        ("browser_cookies", json!({ "session": s, "action": "list" })),
+        (
+            "browser_cookies",
+            json!({ "session": s, "action": "ensure_login",
+            "check": { "url": page("article.html"), "not_text": "Sign in to continue" } }),
+        ),
+        (
+            "browser_cookies",
+            json!({ "session": s, "action": "clear" }),
+        ),
+        (
+            "browser_cookies",
+            json!({ "action": "import", "name": "walk-import",
+            "content": "[{\"name\": \"a\", \"value\": \"b\", \"domain\": \"example.com\"}]" }),
+        ),
+        (
+            "web_search",
+            json!({ "query": "graph database", "backend": "duckduckgo" }),
+        ),
+        (
+            "open_web_page",
+            json!({ "url": page("article.html"), "extract": "structured" }),
+        ),
+        (
+            "open_web_page",
+            json!({ "url": page("article.html"), "max_tokens": 20 }),
+        ),
+    ];
+    let mut called: Vec<&str> = Vec::new();
+    for (tool, args) in calls {
+        ok_at(api, tool, args).await;
+        called.push(tool);
+    }
+    let started = ok_at(
+        api,
+        "crawl_batch",
+        json!({ "urls": [page("article.html"), page("missing-page.html")], "max_tokens": 50 }),
+    )
+    .await;
+    let id = started["task_id"].as_str().unwrap().to_string();
+    eventually("the crawl to finish", Duration::from_secs(60), || {
+        let id = id.clone();
+        async move {
+            let status = call_at(api, "crawl_status", json!({ "task_id": id }))
+                .await
+                .1;
+            status["status"] == "completed"
+        }
+    })
+    .await;
+    let status = ok_at(api, "crawl_status", json!({ "task_id": id })).await;
+    assert_eq!(status["results"].as_array().unwrap().len(), 1, "{status:#}");
+    assert_eq!(status["errors"].as_array().unwrap().len(), 1, "{status:#}");
+    called.extend(["crawl_batch", "crawl_status"]);
+    let tools = get_json(&format!("{api}/api/tools")).await;
+    for tool in tools.as_array().unwrap() {
+        let name = tool["function"]["name"].as_str().unwrap();
+        assert!(called.contains(&name), "{name} was not called");
+    }
 }
 
 /// Bounded: a fixed seed, a few examples per operation and the phases that need no state.

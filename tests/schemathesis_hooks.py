@@ -6,11 +6,13 @@ load, which webpilot rightly reports as 502 NAVIGATION_FAILED / UPSTREAM; and a 
 Both are covered by their own tests. Here every URL-valued string becomes a page of the fixture
 server (WEBPILOT_FIXTURES), waits are bounded, and session names are folded onto a few (random
 names would soon reach the session limit, after which every browser call is a 429 that tests
-nothing). All other generated values (types, bounds, enums, refs, scripts, names) reach the
+nothing; names the schema refuses stay as they are, so they are still refused). All other
+generated values (types, bounds, enums, refs, scripts, names) reach the
 service untouched; values of the wrong type are left alone so that negative cases stay negative.
 """
 
 import os
+import re
 import zlib
 
 import schemathesis
@@ -21,6 +23,8 @@ URL_FIELDS = ("url", "target")
 CONDITION_FIELDS = ("wait_for", "until")
 SESSIONS = ["fuzz-a", "fuzz-b", "fuzz-c"]
 SESSION_HEADER = "x-webpilot-session"
+SESSION_NAME = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
+LOWEST_TIMEOUT_MS = 100
 SHORTEST_TIMEOUT_MS = 5_000
 LONGEST_WAIT_SECONDS = 0.2
 
@@ -44,13 +48,13 @@ def localise(arguments: dict) -> None:
         arguments["urls"] = [fixture_page(u) if isinstance(u, str) else u for u in arguments["urls"]]
     if isinstance(arguments.get("check"), dict):
         localise(arguments["check"])
-    if isinstance(arguments.get("session"), str):
+    if isinstance(arguments.get("session"), str) and SESSION_NAME.fullmatch(arguments["session"]):
         arguments["session"] = pick(SESSIONS, arguments["session"])
     for field in CONDITION_FIELDS:
         if isinstance(arguments.get(field), str):
             del arguments[field]
     timeout = arguments.get("timeout_ms")
-    if isinstance(timeout, int) and not isinstance(timeout, bool) and 0 <= timeout < SHORTEST_TIMEOUT_MS:
+    if isinstance(timeout, int) and not isinstance(timeout, bool) and LOWEST_TIMEOUT_MS <= timeout < SHORTEST_TIMEOUT_MS:
         arguments["timeout_ms"] = SHORTEST_TIMEOUT_MS
     seconds = arguments.get("seconds")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > LONGEST_WAIT_SECONDS:

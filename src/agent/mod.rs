@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tools::{DEFAULT_SESSION, Registry, ToolOutput};
+use crate::tools::{Registry, Scope, ToolOutput, check_session_name};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
@@ -130,7 +130,8 @@ struct Plan {
     tools: Vec<Value>,
     allowed: Vec<String>,
     max_iterations: usize,
-    session: String,
+    /// The chat's browser session, for calls that name none.
+    session: Option<String>,
 }
 
 impl Agent {
@@ -173,17 +174,15 @@ impl Agent {
         }
         let tools: Vec<Value> = self
             .registry
-            .definitions()
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|d| {
-                d["function"]["name"]
-                    .as_str()
-                    .is_some_and(|n| allowed.iter().any(|a| a == n))
-            })
-            .cloned()
+            .specs()
+            .iter()
+            .filter(|spec| allowed.iter().any(|a| a == spec.name))
+            .map(|spec| spec.definition())
             .collect();
+        let session = request.session.clone().filter(|s| !s.is_empty());
+        if let Some(session) = &session {
+            check_session_name(session)?;
+        }
         let mut messages = request.messages.clone();
         if !messages.iter().any(|m| m["role"] == "system") {
             let prompt = format!("{SYSTEM_PREAMBLE}\n\n{}", self.registry.prompt());
@@ -195,11 +194,7 @@ impl Agent {
             tools,
             allowed,
             max_iterations,
-            session: request
-                .session
-                .clone()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| DEFAULT_SESSION.to_string()),
+            session,
         })
     }
 
@@ -309,8 +304,11 @@ impl Agent {
                 arguments,
             });
         }
-        let (browser, independent): (Vec<usize>, Vec<usize>) =
-            (0..calls.len()).partition(|&i| self.registry.accepts(&calls[i].name, "session"));
+        let (browser, independent): (Vec<usize>, Vec<usize>) = (0..calls.len()).partition(|&i| {
+            self.registry
+                .spec(&calls[i].name)
+                .is_some_and(|spec| spec.scope == Scope::Browser)
+        });
         let in_order = async {
             let mut outputs = Vec::new();
             for &i in &browser {
@@ -340,13 +338,18 @@ impl Agent {
     ) -> Vec<Value> {
         let arguments = self.arguments(plan, call);
         let result = match &arguments {
-            Ok(arguments) => self.registry.call(&call.name, arguments.clone()).await,
+            Ok(arguments) => {
+                let session = plan.session.as_deref();
+                self.registry
+                    .call(&call.name, arguments.clone(), session)
+                    .await
+            }
             Err(error) => Err(error.clone()),
         };
         let arguments = arguments.unwrap_or(Value::Null);
         let summary = summarize(&call.name, &arguments, &result);
         let (json, images) = match result {
-            Ok(ToolOutput { json, images }) => (json, images),
+            Ok(ToolOutput { json, images, .. }) => (json, images),
             Err(error) => (error.to_json(), Vec::new()),
         };
         let mut compact = json.clone();
@@ -389,7 +392,7 @@ impl Agent {
         messages
     }
 
-    /// The call's arguments, parsed, with the chat's session filled in for browser tools.
+    /// The call's arguments, parsed, if the chat allows the tool.
     fn arguments(&self, plan: &Plan, call: &ToolCall) -> ToolResult<Value> {
         if !plan.allowed.iter().any(|a| a == &call.name) {
             return Err(ToolError::new(
@@ -413,9 +416,7 @@ impl Agent {
                 .with_hint("call the tool again with a JSON object as arguments")
             })?
         };
-        Ok(self
-            .registry
-            .with_default_session(&call.name, arguments, &plan.session))
+        Ok(arguments)
     }
 }
 
@@ -428,18 +429,7 @@ fn summarize(name: &str, arguments: &Value, result: &ToolResult<ToolOutput>) -> 
         .unwrap_or_default();
     let outcome = match result {
         Err(error) => format!("error {}", error.code.name()),
-        Ok(output) => {
-            let json = &output.json;
-            if let Some(results) = json["results"].as_array() {
-                format!("{} results", results.len())
-            } else if let Some(content) = json["content"].as_str() {
-                format!("{} chars", content.chars().count())
-            } else if !output.images.is_empty() {
-                format!("{} image", output.images[0].mime)
-            } else {
-                "ok".to_string()
-            }
-        }
+        Ok(output) => output.outcome.clone(),
     };
     format!("{name}{subject} → {outcome}")
 }

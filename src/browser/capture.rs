@@ -12,6 +12,7 @@ use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::codecs::webp::WebPEncoder;
 use image::{ImageEncoder, RgbImage};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::annotate::{self, Mark};
@@ -53,7 +54,7 @@ pub struct Shot {
 }
 
 /// One legend entry of an annotated capture.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LegendEntry {
     #[serde(rename = "ref")]
     pub ref_id: u32,

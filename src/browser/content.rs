@@ -6,6 +6,7 @@
 //! mark that is replaced here by the frame's own content, labelled with its origin.
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::frames::Doc;
@@ -54,7 +55,7 @@ impl Form {
 }
 
 /// One text match found by `find`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct FindHit {
     pub context: String,
     /// Headings above the match, outermost first (a frame's continue its owner's path).

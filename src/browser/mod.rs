@@ -26,7 +26,7 @@ pub use content::{FindHit, Form, Scope};
 pub use navigation::{Arrival, Destination};
 pub use pool::{BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher};
 pub use session::{BrowserService, SessionGuard, TabInfo};
-pub use settle::{LONG_REQUEST_MS, Readiness, ReadyBy};
+pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;
 pub use tab::{DialogAnswer, DialogRecord, Tab};

@@ -10,6 +10,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
     GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, ReloadParams,
     StopLoadingParams,
 };
+use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -32,7 +33,7 @@ pub enum Destination {
 }
 
 /// What a navigation found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Arrival {
     /// HTTP status of the main document, when one was loaded.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -72,7 +72,7 @@ pub struct BrowserHandle {
 }
 
 /// A file the page started to download.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Download {
     pub url: String,
     pub file: String,

@@ -5,6 +5,7 @@
 //! tool call); different sessions run in parallel.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ pub struct BrowserService {
     /// Live sessions by name. A std mutex: it is held only to look up or insert, never across
     /// an await.
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Numbers the scratch sessions, to name them.
+    scratch_count: AtomicU64,
 }
 
 /// One named session. Its `state` mutex is the session's command queue.
@@ -38,6 +41,8 @@ pub struct Session {
     state: Arc<tokio::sync::Mutex<SessionState>>,
     /// Last time a command started or finished; read by the idle reaper.
     last_used: Mutex<Instant>,
+    /// A scratch session: closed as soon as its one job lets go of it.
+    scratch: bool,
 }
 
 /// A session's browser-side state, guarded by the session's command lock.
@@ -59,7 +64,7 @@ pub struct SessionState {
 }
 
 /// One tab as `browser_tabs list` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TabInfo {
     pub tab: String,
     pub url: String,
@@ -74,6 +79,7 @@ impl BrowserService {
             pool: BrowserPool::new(config.clone(), policy),
             config,
             sessions: Mutex::new(HashMap::new()),
+            scratch_count: AtomicU64::new(0),
         })
     }
 
@@ -81,6 +87,19 @@ impl BrowserService {
     /// context ready.
     pub async fn session(&self, name: &str) -> ToolResult<SessionGuard> {
         let session = self.lookup_or_create(name)?;
+        self.take(session).await
+    }
+
+    /// A session of its own for one job: its own browser context (cookies, storage, cache),
+    /// not listed, not shared, not reaped. `SessionGuard::discard` closes it.
+    pub async fn scratch_session(&self, purpose: &str) -> ToolResult<SessionGuard> {
+        let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
+        self.take(Session::new(format!("_{purpose}-{number}"), true))
+            .await
+    }
+
+    async fn take(&self, session: Arc<Session>) -> ToolResult<SessionGuard> {
+        let name = session.name.clone();
         session.touch();
         let mut state = session.state.clone().lock_owned().await;
         let browser = self.pool.current().await?;
@@ -98,7 +117,7 @@ impl BrowserService {
                         .create_browser_context(CreateBrowserContextParams::default()),
                 )
                 .await?;
-            self.allow_downloads(&browser, &context, name).await?;
+            self.allow_downloads(&browser, &context, &name).await?;
             state.context = Some(context);
             state.browser = Some(browser.clone());
         }
@@ -158,11 +177,7 @@ impl BrowserService {
                 self.config.session_idle_secs
             )));
         }
-        let session = Arc::new(Session {
-            name: name.to_string(),
-            state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
-            last_used: Mutex::new(Instant::now()),
-        });
+        let session = Session::new(name.to_string(), false);
         sessions.insert(name.to_string(), session.clone());
         Ok(session)
     }
@@ -245,6 +260,15 @@ impl BrowserService {
 }
 
 impl Session {
+    fn new(name: String, scratch: bool) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            scratch,
+            state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -297,10 +321,22 @@ pub struct SessionGuard {
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.session.touch();
+        // A job dropped midway (its caller went away) still closes its scratch context.
+        if self.session.scratch
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let session = self.session.clone();
+            runtime.spawn(async move { session.state.lock().await.dispose().await });
+        }
     }
 }
 
 impl SessionGuard {
+    /// Closes the session's browser context, tabs and cookies with it.
+    pub async fn discard(mut self) {
+        self.state.dispose().await;
+    }
+
     pub fn name(&self) -> &str {
         &self.session.name
     }

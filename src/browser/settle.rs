@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::frames::Doc;
@@ -36,7 +37,7 @@ const ACTIVE_AGO: &str = "the page was active";
 const PROBE_TIMEOUT_MS: u64 = 1_000;
 
 /// How readiness was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadyBy {
     /// Load fired and network, timers and DOM went quiet.
@@ -50,7 +51,7 @@ pub enum ReadyBy {
 }
 
 /// The readiness verdict reported to agents.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Readiness {
     pub by: ReadyBy,
     pub after_ms: u64,
@@ -413,7 +414,7 @@ pub const ACTION_DOM_QUIET_MS: u64 = 10;
 pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
 
 /// What an action caused, once the page settled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Aftermath {
     pub navigated: bool,
     pub ready: Readiness,

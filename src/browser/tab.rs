@@ -31,7 +31,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 pub(crate) const AGENT_JS: &str = include_str!("agent.js");
 
 /// A JS dialog that was answered automatically.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DialogRecord {
     #[serde(rename = "type")]
     pub kind: String,

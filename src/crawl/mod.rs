@@ -1,9 +1,7 @@
-//! Batch crawling: a task is a list of URLs fetched and extracted with bounded parallelism
-//! (per task, per host, overall), its results kept in SQLite so a restart resumes it, and its
-//! progress broadcast as one event per finished URL, then `done`.
-//!
-//! Fetching is not done here: a `PageLoader` (open_web_page's, from the tool layer) is handed
-//! in, so the crawler reads pages exactly as `open_web_page` does.
+//! Batch crawling: a task is a list of URLs read as `open_web_page` reads them (through
+//! `pages`, with the task's `PageOptions`) with bounded parallelism (per task, per host,
+//! overall), its results kept in SQLite so a restart resumes it, and its progress broadcast as
+//! one event per finished URL, then `done`.
 
 mod store;
 
@@ -12,33 +10,147 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast};
 use tokio::task::JoinSet;
 
 use crate::config::CrawlConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::pages::{Page, PageOptions, Pages};
 use store::Store;
 
 /// Events buffered per subscriber before a slow one starts missing them.
 const EVENT_BUFFER: usize = 1024;
 
-/// Loads one page for a task: the result JSON, or the error.
-pub trait PageLoader: Send + Sync + 'static {
-    fn load(&self, url: String, options: Value) -> BoxFuture<'static, ToolResult<Value>>;
+/// Where a task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    /// Every URL has an outcome and at least one was read.
+    Completed,
+    /// Every URL failed.
+    Failed,
 }
 
-/// Progress of a task: `progress` after each URL, then `done`.
-#[derive(Debug, Clone)]
-pub struct CrawlEvent {
-    pub name: &'static str,
-    pub data: Value,
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Running, Self::Completed, Self::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+
+    /// Whether nothing more will happen to the task.
+    pub fn is_finished(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+    }
+}
+
+/// How a task reads its URLs, as stored with it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskOptions {
+    #[serde(flatten)]
+    pub page: PageOptions,
+    /// URLs of the task read at once.
+    pub parallel: usize,
+}
+
+/// A task without its results.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub status: TaskStatus,
+    /// URLs finished (read or failed).
+    pub progress: usize,
+    pub total: usize,
+    pub created_ms: i64,
+    pub options: TaskOptions,
+}
+
+/// A task with (a page of) its outcomes.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskReport {
+    #[serde(flatten)]
+    pub summary: TaskSummary,
+    pub results: Vec<ItemResult>,
+    pub errors: Vec<ItemError>,
+}
+
+/// A URL read.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ItemResult {
+    pub index: usize,
+    pub url: String,
+    pub result: Page,
+}
+
+/// A URL that could not be read.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ItemError {
+    pub index: usize,
+    pub url: String,
+    pub error: ToolError,
+}
+
+/// Task summaries, newest first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskList {
+    pub tasks: Vec<TaskSummary>,
+}
+
+/// Progress of a task: a `progress` event after each URL, then `done`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum CrawlEvent {
+    Progress {
+        task_id: String,
+        index: usize,
+        url: String,
+        ok: bool,
+        progress: usize,
+        total: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<ToolError>,
+    },
+    Done {
+        task_id: String,
+        status: TaskStatus,
+        progress: usize,
+        total: usize,
+        errors: usize,
+    },
+}
+
+impl CrawlEvent {
+    /// The SSE event name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CrawlEvent::Progress { .. } => "progress",
+            CrawlEvent::Done { .. } => "done",
+        }
+    }
+
+    /// The SSE data.
+    pub fn data(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
 }
 
 pub struct Crawler {
     store: Store,
-    loader: Arc<dyn PageLoader>,
+    pages: Arc<Pages>,
     config: CrawlConfig,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -50,14 +162,10 @@ pub struct Crawler {
 
 impl Crawler {
     /// Opens the task database and resumes tasks a previous run left unfinished.
-    pub fn open(
-        path: &Path,
-        config: CrawlConfig,
-        loader: Arc<dyn PageLoader>,
-    ) -> anyhow::Result<Arc<Self>> {
+    pub fn open(path: &Path, config: CrawlConfig, pages: Arc<Pages>) -> anyhow::Result<Arc<Self>> {
         let crawler = Arc::new(Self {
             store: Store::open(path)?,
-            loader,
+            pages,
             global: Arc::new(Semaphore::new(config.global_parallel)),
             config,
             hosts: Mutex::new(HashMap::new()),
@@ -73,12 +181,7 @@ impl Crawler {
     }
 
     /// Checks and stores a task, starts it, and returns its id.
-    pub fn submit(
-        self: &Arc<Self>,
-        urls: Vec<String>,
-        parallel: usize,
-        options: Value,
-    ) -> ToolResult<String> {
+    pub fn submit(self: &Arc<Self>, urls: Vec<String>, options: TaskOptions) -> ToolResult<String> {
         if urls.is_empty() {
             return Err(ToolError::invalid(
                 "field `urls` must hold at least one URL",
@@ -95,7 +198,7 @@ impl Crawler {
             )
             .with_hint("split the URLs into several tasks"));
         }
-        if !(1..=self.config.max_parallel).contains(&parallel) {
+        if !(1..=self.config.max_parallel).contains(&options.parallel) {
             return Err(ToolError::invalid(format!(
                 "field `parallel` must be from 1 to {}",
                 self.config.max_parallel
@@ -114,8 +217,7 @@ impl Crawler {
             "crawl-{now:x}-{}",
             self.next_id.fetch_add(1, Ordering::Relaxed)
         );
-        let mut options = options;
-        options["parallel"] = json!(parallel);
+        crate::pages::paging::budget(options.page.max_tokens)?;
         self.store
             .create(&id, now as i64, &options, &urls)
             .map_err(database_error)?;
@@ -136,14 +238,13 @@ impl Crawler {
         let Some(task) = self.store.task(id)? else {
             return Ok(());
         };
-        self.store.set_status(id, "running")?;
-        let parallel = task.options["parallel"].as_u64().unwrap_or(1).max(1) as usize;
-        let per_task = Arc::new(Semaphore::new(parallel));
+        self.store.set_status(id, TaskStatus::Running)?;
+        let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
         for (index, url) in self.store.pending(id)? {
             let permit = per_task.clone().acquire_owned().await?;
             let crawler = self.clone();
-            let (id, options) = (id.to_string(), task.options.clone());
+            let (id, options) = (id.to_string(), task.options.page.clone());
             running.spawn(async move {
                 crawler.fetch(&id, index, url, options, task.total).await;
                 drop(permit);
@@ -152,34 +253,37 @@ impl Crawler {
         while running.join_next().await.is_some() {}
         let (finished, errors) = self.store.counts(id)?;
         let status = if errors == finished {
-            "failed"
+            TaskStatus::Failed
         } else {
-            "completed"
+            TaskStatus::Completed
         };
         self.store.set_status(id, status)?;
-        self.announce(id, "done", json!({"task_id": id, "status": status, "progress": finished, "total": task.total, "errors": errors}));
+        self.announce(CrawlEvent::Done {
+            task_id: id.to_string(),
+            status,
+            progress: finished,
+            total: task.total,
+            errors,
+        });
         Ok(())
     }
 
-    async fn fetch(&self, id: &str, index: usize, url: String, options: Value, total: usize) {
+    async fn fetch(&self, id: &str, index: usize, url: String, options: PageOptions, total: usize) {
         let host = self.host_limit(&url);
         let outcome = async {
             let _host = host.acquire().await.ok();
             let _global = self.global.acquire().await.ok();
-            self.loader.load(url.clone(), options).await
+            self.pages.open(&url, &options).await
         }
-        .await;
-        let outcome = match outcome {
-            Ok(result) => match result["status"].as_u64() {
-                Some(status) if status >= 400 => Err(json!({
-                    "code": "UPSTREAM",
-                    "message": format!("{url} answered HTTP {status}"),
-                    "hint": "check the URL",
-                })),
-                _ => Ok(result),
-            },
-            Err(error) => Err(error.to_json()["error"].clone()),
-        };
+        .await
+        .and_then(|page| match page.status {
+            Some(status) if status >= 400 => Err(ToolError::new(
+                ErrorCode::Upstream,
+                format!("{url} answered HTTP {status}"),
+            )
+            .with_hint("check the URL")),
+            _ => Ok(page),
+        });
         let _order = self.finishing.lock().unwrap_or_else(|e| e.into_inner());
         match self.store.finish(id, index, &outcome) {
             Ok(true) => {}
@@ -189,12 +293,15 @@ impl Crawler {
                 return;
             }
         }
-        let progress = self.store.progress(id).unwrap_or(0);
-        let mut data = json!({"task_id": id, "index": index, "url": url, "ok": outcome.is_ok(), "progress": progress, "total": total});
-        if let Err(error) = &outcome {
-            data["error"] = error.clone();
-        }
-        self.announce(id, "progress", data);
+        self.announce(CrawlEvent::Progress {
+            task_id: id.to_string(),
+            index,
+            url,
+            ok: outcome.is_ok(),
+            progress: self.store.progress(id).unwrap_or(0),
+            total,
+            error: outcome.err(),
+        });
     }
 
     /// The semaphore of `url`'s host (`host:port`), shared by all tasks.
@@ -216,23 +323,29 @@ impl Crawler {
             .clone()
     }
 
-    fn announce(&self, id: &str, name: &'static str, data: Value) {
+    fn announce(&self, event: CrawlEvent) {
+        let (CrawlEvent::Progress { task_id, .. } | CrawlEvent::Done { task_id, .. }) = &event;
+        let id = task_id.clone();
+        let done = matches!(event, CrawlEvent::Done { .. });
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = channels.get(id) {
-            let _ = sender.send(CrawlEvent { name, data });
+        if let Some(sender) = channels.get(&id) {
+            let _ = sender.send(event);
         }
         // After `done` nothing more comes; subscribers keep their receivers until they read it.
-        if name == "done" {
-            channels.remove(id);
+        if done {
+            channels.remove(&id);
         }
     }
 
     /// Progress events of a task from now on, with its status at subscription time.
-    pub fn subscribe(&self, id: &str) -> ToolResult<(Value, broadcast::Receiver<CrawlEvent>)> {
+    pub fn subscribe(
+        &self,
+        id: &str,
+    ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // Read under the lock: `announce` cannot slip a `done` between the two.
         let summary = self.summary(id)?;
-        let receiver = if matches!(summary["status"].as_str(), Some("completed" | "failed")) {
+        let receiver = if summary.status.is_finished() {
             broadcast::channel(1).1
         } else {
             channels
@@ -244,25 +357,29 @@ impl Crawler {
     }
 
     /// Status and counts of a task, without its results.
-    pub fn summary(&self, id: &str) -> ToolResult<Value> {
+    pub fn summary(&self, id: &str) -> ToolResult<TaskSummary> {
         let task = self
             .store
             .task(id)
             .map_err(database_error)?
             .ok_or_else(|| no_such_task(id))?;
-        let progress = self.store.progress(id).map_err(database_error)?;
-        Ok(json!({
-            "task_id": task.id,
-            "status": task.status,
-            "progress": progress,
-            "total": task.total,
-            "created_ms": task.created_ms,
-            "options": task.options,
-        }))
+        self.summarize(task)
+    }
+
+    fn summarize(&self, task: store::TaskRow) -> ToolResult<TaskSummary> {
+        let progress = self.store.progress(&task.id).map_err(database_error)?;
+        Ok(TaskSummary {
+            task_id: task.id,
+            status: task.status,
+            progress,
+            total: task.total,
+            created_ms: task.created_ms,
+            options: task.options,
+        })
     }
 
     /// Status, results and errors of a task, in the order URLs finished.
-    pub fn status(&self, id: &str) -> ToolResult<Value> {
+    pub fn status(&self, id: &str) -> ToolResult<TaskReport> {
         let summary = self.summary(id)?;
         let finished = self.store.finished(id).map_err(database_error)?;
         Ok(with_items(summary, finished))
@@ -275,15 +392,12 @@ impl Crawler {
         id: &str,
         from: usize,
         max_chars: usize,
-    ) -> ToolResult<(Value, Option<usize>)> {
+    ) -> ToolResult<(TaskReport, Option<usize>)> {
         let summary = self.summary(id)?;
-        if summary["total"]
-            .as_u64()
-            .is_some_and(|total| from as u64 > total)
-        {
+        if from > summary.total {
             return Err(ToolError::invalid(format!(
                 "field `cursor` points past the task's {} URLs",
-                summary["total"]
+                summary.total
             ))
             .with_hint("pass the next_cursor of the previous result, or omit cursor"));
         }
@@ -295,29 +409,29 @@ impl Crawler {
     }
 
     /// Task summaries, newest first.
-    pub fn list(&self, status: Option<&str>, limit: usize) -> ToolResult<Value> {
+    pub fn list(&self, status: Option<TaskStatus>, limit: usize) -> ToolResult<TaskList> {
         let tasks = self.store.tasks(status, limit).map_err(database_error)?;
-        let summaries: ToolResult<Vec<Value>> = tasks.iter().map(|t| self.summary(&t.id)).collect();
-        Ok(json!({ "tasks": summaries? }))
+        let tasks: ToolResult<Vec<TaskSummary>> =
+            tasks.into_iter().map(|t| self.summarize(t)).collect();
+        Ok(TaskList { tasks: tasks? })
     }
 }
 
 /// `summary` with the items split into `results` and `errors`, in the given order.
-fn with_items(mut summary: Value, items: Vec<store::ItemRow>) -> Value {
+fn with_items(summary: TaskSummary, items: Vec<store::ItemRow>) -> TaskReport {
     let (mut results, mut errors) = (Vec::new(), Vec::new());
     for item in items {
-        match (item.result, item.error) {
-            (Some(result), _) => {
-                results.push(json!({"index": item.index, "url": item.url, "result": result}))
-            }
-            (None, error) => {
-                errors.push(json!({"index": item.index, "url": item.url, "error": error}))
-            }
+        let (index, url) = (item.index, item.url);
+        match item.outcome {
+            Ok(result) => results.push(ItemResult { index, url, result }),
+            Err(error) => errors.push(ItemError { index, url, error }),
         }
     }
-    summary["results"] = json!(results);
-    summary["errors"] = json!(errors);
-    summary
+    TaskReport {
+        summary,
+        results,
+        errors,
+    }
 }
 
 fn no_such_task(id: &str) -> ToolError {

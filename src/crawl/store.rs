@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
+
+use super::{TaskOptions, TaskStatus};
+use crate::error::ToolError;
+use crate::pages::Page;
 
 const SCHEMA: &str = "
 PRAGMA journal_mode = WAL;
@@ -34,8 +37,8 @@ CREATE TABLE IF NOT EXISTS items (
 pub struct TaskRow {
     pub id: String,
     pub created_ms: i64,
-    pub status: String,
-    pub options: Value,
+    pub status: TaskStatus,
+    pub options: TaskOptions,
     pub total: usize,
 }
 
@@ -44,8 +47,7 @@ pub struct TaskRow {
 pub struct ItemRow {
     pub index: usize,
     pub url: String,
-    pub result: Option<Value>,
-    pub error: Option<Value>,
+    pub outcome: Result<Page, ToolError>,
 }
 
 pub struct Store {
@@ -74,14 +76,15 @@ impl Store {
         &self,
         id: &str,
         created_ms: i64,
-        options: &Value,
+        options: &TaskOptions,
         urls: &[String],
     ) -> DbResult<()> {
+        let options = serde_json::to_string(options).unwrap_or_default();
         let mut db = self.db();
         let tx = db.transaction()?;
         tx.execute(
             "INSERT INTO tasks (id, created_ms, status, options, total) VALUES (?1, ?2, 'pending', ?3, ?4)",
-            params![id, created_ms, options.to_string(), urls.len() as i64],
+            params![id, created_ms, options, urls.len() as i64],
         )?;
         {
             let mut insert = tx.prepare(
@@ -94,11 +97,11 @@ impl Store {
         tx.commit()
     }
 
-    pub fn set_status(&self, id: &str, status: &str) -> DbResult<()> {
+    pub fn set_status(&self, id: &str, status: TaskStatus) -> DbResult<()> {
         self.db()
             .execute(
                 "UPDATE tasks SET status = ?2 WHERE id = ?1",
-                params![id, status],
+                params![id, status.as_str()],
             )
             .map(drop)
     }
@@ -114,7 +117,8 @@ impl Store {
     }
 
     /// Newest first, optionally with one status.
-    pub fn tasks(&self, status: Option<&str>, limit: usize) -> DbResult<Vec<TaskRow>> {
+    pub fn tasks(&self, status: Option<TaskStatus>, limit: usize) -> DbResult<Vec<TaskRow>> {
+        let status = status.map(TaskStatus::as_str);
         let db = self.db();
         let mut query = db.prepare(
             "SELECT id, created_ms, status, options, total FROM tasks
@@ -145,10 +149,16 @@ impl Store {
     }
 
     /// Records an item's outcome once; false when it was already recorded.
-    pub fn finish(&self, id: &str, index: usize, outcome: &Result<Value, Value>) -> DbResult<bool> {
+    pub fn finish(
+        &self,
+        id: &str,
+        index: usize,
+        outcome: &Result<Page, ToolError>,
+    ) -> DbResult<bool> {
+        let text = |value: serde_json::Result<String>| Some(value.unwrap_or_default());
         let (state, result, error) = match outcome {
-            Ok(result) => ("done", Some(result.to_string()), None),
-            Err(error) => ("failed", None, Some(error.to_string())),
+            Ok(page) => ("done", text(serde_json::to_string(page)), None),
+            Err(error) => ("failed", None, text(serde_json::to_string(error))),
         };
         let changed = self.db().execute(
             "UPDATE items SET state = ?3, result = ?4, error = ?5,
@@ -215,21 +225,28 @@ impl Store {
 }
 
 fn item_row(row: &rusqlite::Row<'_>) -> DbResult<ItemRow> {
-    let parse = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
+    let result: Option<String> = row.get(2)?;
+    let error: Option<String> = row.get(3)?;
+    let unreadable = |e: serde_json::Error| ToolError::internal(format!("stored result: {e}"));
+    let outcome = match (result, error) {
+        (Some(result), _) => serde_json::from_str(&result).map_err(unreadable),
+        (None, Some(error)) => Err(serde_json::from_str(&error).unwrap_or_else(unreadable)),
+        (None, None) => Err(ToolError::internal("a finished item without its outcome")),
+    };
     Ok(ItemRow {
         index: count(row, 0)?,
         url: row.get(1)?,
-        result: parse(row.get(2)?),
-        error: parse(row.get(3)?),
+        outcome,
     })
 }
 
 fn task_row(row: &rusqlite::Row<'_>) -> DbResult<TaskRow> {
+    let status: String = row.get(2)?;
     let options: String = row.get(3)?;
     Ok(TaskRow {
         id: row.get(0)?,
         created_ms: row.get(1)?,
-        status: row.get(2)?,
+        status: TaskStatus::parse(&status).unwrap_or(TaskStatus::Failed),
         options: serde_json::from_str(&options).unwrap_or_default(),
         total: count(row, 4)?,
     })

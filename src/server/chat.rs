@@ -29,7 +29,7 @@ pub(super) fn routes(app: App) -> Router {
     responses(
         (status = 200, description = "Server-sent events (`message`, `thinking`, `tool_call`, \
             `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
-            content((String = "text/event-stream"), (Object = "application/json"))),
+            content((super::openapi::SseEvent = "text/event-stream"), (Object = "application/json"))),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
         (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
         (status = 502, description = "The model failed (`stream: false`).", body = Object),

@@ -12,13 +12,14 @@ use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
 use super::rest::{error_response, parse_body};
 use crate::app::App;
+use crate::crawl::TaskStatus;
 use crate::error::{ErrorBody, ToolError};
 
 /// Default and largest `limit` of the task list.
@@ -32,7 +33,7 @@ pub(super) fn routes(app: App) -> Router {
         .with_state(app)
 }
 
-fn respond(result: Result<Value, ToolError>) -> Response {
+fn respond(result: Result<impl Serialize, ToolError>) -> Response {
     match result {
         Ok(value) => Json(value).into_response(),
         Err(error) => error_response(&error),
@@ -54,7 +55,7 @@ async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> 
     };
     respond(
         app.registry
-            .call("crawl_batch", args)
+            .call("crawl_batch", args, None)
             .await
             .map(|output| output.json),
     )
@@ -75,7 +76,8 @@ async fn status(State(app): State<App>, Path(id): Path<String>) -> Response {
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only tasks in this state (pending, running, completed, failed).
-    status: Option<String>,
+    #[param(value_type = Option<String>)]
+    status: Option<TaskStatus>,
     /// At most this many, newest first (default 50, at most 1000).
     limit: Option<usize>,
 }
@@ -97,7 +99,7 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
         }
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    respond(app.crawler.list(query.status.as_deref(), limit))
+    respond(app.crawler.list(query.status, limit))
 }
 
 /// Progress as server-sent events: `status` (or `done` at once for a finished task), a
@@ -105,8 +107,8 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
 #[utoipa::path(get, path = "/api/crawler/tasks/{id}/events", tag = "crawler",
     params(("id" = String, Path, description = "The task_id crawl_batch returned.")),
     responses(
-        (status = 200, description = "Server-sent events.", body = String,
-            content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events.",
+            body = super::openapi::SseEvent, content_type = "text/event-stream"),
         (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
     ))]
 async fn events(State(app): State<App>, Path(id): Path<String>) -> Response {
@@ -114,11 +116,11 @@ async fn events(State(app): State<App>, Path(id): Path<String>) -> Response {
         Ok(subscription) => subscription,
         Err(error) => return error_response(&error),
     };
-    let finished = matches!(summary["status"].as_str(), Some("completed" | "failed"));
+    let finished = summary.status.is_finished();
     // A finished task answers with `done` at once; a running one streams until its `done`.
     let first = Event::default()
         .event(if finished { "done" } else { "status" })
-        .data(summary.to_string());
+        .data(serde_json::to_string(&summary).unwrap_or_default());
     let stream = futures::stream::unfold(
         (Some(first), receiver, finished),
         |(first, mut receiver, ended)| async move {
@@ -130,10 +132,10 @@ async fn events(State(app): State<App>, Path(id): Path<String>) -> Response {
             }
             match receiver.recv().await {
                 Ok(event) => {
-                    let done = event.name == "done";
+                    let done = event.name() == "done";
                     let sse = Event::default()
-                        .event(event.name)
-                        .data(event.data.to_string());
+                        .event(event.name())
+                        .data(event.data().to_string());
                     Some((Ok(sse), (None, receiver, done)))
                 }
                 Err(RecvError::Lagged(missed)) => {

@@ -1,7 +1,8 @@
 //! The MCP front (rmcp): the same registry over stdio (`webpilot mcp`) and streamable HTTP
-//! (`/mcp`). Same tools and schemas as REST; a failed call is `isError: true` with the error
-//! JSON as text; images come back as image content. Each MCP connection gets a browser session
-//! of its own unless the call names one.
+//! (`/mcp`). Same tools and schemas as REST, each with its `outputSchema`; a result comes back
+//! as text and as `structuredContent`, images as image content; a failed call is
+//! `isError: true` with the error JSON as text. Each MCP connection gets a browser session of
+//! its own unless the call names one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,45 +42,41 @@ impl McpFront {
     fn tools(&self) -> Vec<Tool> {
         self.app
             .registry
-            .definitions()
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|definition| {
-                let function = &definition["function"];
-                let schema: Map<String, Value> = function["parameters"].as_object()?.clone();
-                Some(Tool::new(
-                    function["name"].as_str()?.to_string(),
-                    function["description"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    Arc::new(schema),
-                ))
+            .specs()
+            .iter()
+            .map(|spec| {
+                Tool::new(spec.name, spec.description, object(&spec.parameters))
+                    .with_raw_output_schema(object(&spec.output_schema))
             })
             .collect()
     }
 
     async fn call(&self, name: &str, arguments: Option<Map<String, Value>>) -> CallToolResult {
         let arguments = Value::Object(arguments.unwrap_or_default());
-        let arguments = self
-            .app
-            .registry
-            .with_default_session(name, arguments, &self.session);
-        match self.app.registry.call(name, arguments).await {
+        let registry = &self.app.registry;
+        match registry.call(name, arguments, Some(&self.session)).await {
             Ok(output) => {
+                // The result twice, per the 2025-06-18 spec: as text for clients that read
+                // content, and as structured content matching the tool's outputSchema.
                 let mut content = vec![ContentBlock::text(output.json.to_string())];
                 content.extend(output.images.iter().map(|image| {
                     let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
                     ContentBlock::image(data, image.mime)
                 }));
-                CallToolResult::success(content)
+                let mut result = CallToolResult::success(content);
+                result.structured_content = Some(output.json);
+                result
             }
             Err(error) => {
                 CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
             }
         }
     }
+}
+
+/// A schema as the JSON object MCP tool descriptions carry.
+fn object(schema: &Value) -> Arc<Map<String, Value>> {
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
 }
 
 impl ServerHandler for McpFront {

@@ -1,7 +1,8 @@
 //! The OpenAPI 3.1 description of the REST API, served at `GET /api/openapi.json`. Generated
 //! from the code: the fixed routes from the `#[utoipa::path]` on their handlers, and one
 //! `POST /api/tools/<name>` operation per registered tool whose request body is the schema of the
-//! Rust type that tool parses its arguments into.
+//! Rust type that tool parses its arguments into, and whose result is the schema of its typed
+//! output (reply fields included).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +18,7 @@ use utoipa::openapi::{
 
 use super::rest::SESSION_HEADER;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
-use crate::tools::{ApiDescription, Registry};
+use crate::tools::{Registry, ToolSpec};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -38,7 +39,7 @@ use crate::tools::{ApiDescription, Registry};
         super::crawler::status,
         super::crawler::events,
     ),
-    components(schemas(ErrorBody, ToolError, ErrorCode)),
+    components(schemas(ErrorBody, ToolError, ErrorCode, SseEvent)),
     tags(
         (name = "tools", description = "Run one tool; the body is its arguments."),
         (name = "agent", description = "The built-in agent loop."),
@@ -48,14 +49,23 @@ use crate::tools::{ApiDescription, Registry};
 )]
 struct FixedRoutes;
 
+/// One server-sent event, as the streaming routes describe their events: its name and its
+/// data, a JSON object as text.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct SseEvent {
+    event: String,
+    data: String,
+}
+
 /// Name of the bearer security scheme.
 const BEARER: &str = "bearer";
 
 /// The complete description, as JSON.
 pub(super) fn document(registry: &Registry, token_required: bool) -> Value {
     let mut document = FixedRoutes::openapi();
-    let tools = registry.api_descriptions();
-    for tool in &tools {
+    let tools = registry.specs();
+    for tool in tools {
         document.paths.add_path_operation(
             format!("/api/tools/{}", tool.name),
             vec![HttpMethod::Post],
@@ -68,7 +78,8 @@ pub(super) fn document(registry: &Registry, token_required: bool) -> Value {
     // as is), so they join the components as JSON rather than through utoipa's schema model.
     let schemas = &mut value["components"]["schemas"];
     for tool in tools {
-        schemas[arguments_name(tool.name)] = tool.arguments;
+        schemas[arguments_name(tool.name)] = tool.input_schema.clone();
+        schemas[result_name(tool.name)] = json_result(tool);
     }
     value
 }
@@ -77,25 +88,33 @@ fn arguments_name(tool: &str) -> String {
     format!("{tool}_arguments")
 }
 
-fn tool_operation(tool: &ApiDescription) -> utoipa::openapi::path::Operation {
+fn result_name(tool: &str) -> String {
+    format!("{tool}_result")
+}
+
+/// The result as REST sends it in JSON: the output, plus the image as base64 for image tools.
+fn json_result(tool: &ToolSpec) -> Value {
+    let mut schema = tool.output_schema.clone();
+    if tool.returns_image {
+        schema["properties"]["image"] = serde_json::json!({
+            "type": "string",
+            "contentEncoding": "base64",
+            "description": "The image, base64 (send Accept: image/* for the raw bytes).",
+        });
+    }
+    schema
+}
+
+fn tool_operation(tool: &ToolSpec) -> utoipa::openapi::path::Operation {
     let arguments = ContentBuilder::new()
         .schema(Some(Ref::from_schema_name(arguments_name(tool.name))))
         .build();
-    let result = ObjectBuilder::new()
-        .property(
-            "elapsed_ms",
-            ObjectBuilder::new().schema_type(SchemaType::Type(Type::Integer)),
-        )
-        .required("elapsed_ms")
-        .description(Some(
-            "The tool's result; every result carries `elapsed_ms`.",
-        ));
+    let result = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(result_name(tool.name))))
+        .build();
     let mut success = ResponseBuilder::new()
         .description("The tool's result.")
-        .content(
-            "application/json",
-            ContentBuilder::new().schema(Some(result)).build(),
-        );
+        .content("application/json", result);
     if tool.returns_image {
         for mime in ["image/png", "image/jpeg", "image/webp"] {
             let binary = ObjectBuilder::new()

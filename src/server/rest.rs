@@ -108,13 +108,11 @@ async fn call_tool(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let args = match parse_body(body) {
-        Ok(args) => match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
-            Some(session) => app.registry.with_default_session(&name, args, session),
-            None => args,
-        },
+        Ok(args) => args,
         Err(error) => return error_response(&error),
     };
-    match app.registry.call(&name, args).await {
+    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    match app.registry.call(&name, args, session).await {
         Ok(output) => render(output, &headers),
         Err(error) => error_response(&error),
     }

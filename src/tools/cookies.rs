@@ -1,15 +1,16 @@
 //! `browser_cookies`: save a logged-in session as a named profile, load it later, verify a login
 //! (`ensure_login`), list/clear cookies, and import profiles from other tools.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::navigate::checked_url;
-use super::{Ctx, Tool, ToolOutput, session_name};
+use super::{Call, Scope, SessionName, Tool};
 use crate::browser::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
@@ -45,8 +46,10 @@ pub struct CookiesArgs {
     /// list: show cookie values (masked by default).
     pub show_values: Option<bool>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(CookiesArgs { session });
 
 /// The logged-in test: open `url`, then every given condition must hold.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -83,56 +86,132 @@ pub enum Format {
     Json,
 }
 
+/// What each action reports.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CookiesOutput {
+    /// export and import: the profile written.
+    Saved {
+        /// The profile file.
+        saved: PathBuf,
+        cookies: usize,
+        /// export: how many cookies are httpOnly.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        http_only: Option<usize>,
+        /// Origins whose localStorage was kept.
+        origins: Vec<String>,
+        /// export with format=storage_state: the profile as Playwright storageState JSON.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        storage_state: Option<Value>,
+    },
+    Loaded(Loaded),
+    /// ensure_login: whether the session is logged in, and what was done to get there.
+    Login {
+        logged_in: bool,
+        reason: String,
+        /// The steps taken.
+        did: Vec<String>,
+        /// Cookies of the loaded profile that had expired.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expired: Option<Vec<String>>,
+    },
+    /// list: the session's cookies (values masked unless show_values).
+    Listed {
+        count: usize,
+        cookies: Vec<ListedCookie>,
+    },
+    /// clear: how many cookies were removed.
+    Cleared {
+        removed: usize,
+    },
+}
+
+/// load: what went into the session.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Loaded {
+    profile: String,
+    /// Live cookies loaded.
+    loaded: usize,
+    /// Expired cookies left out, as `name (domain)`.
+    expired: Vec<String>,
+    /// Origins whose localStorage was restored.
+    origins: usize,
+    /// auto_navigate: the start URL opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    navigated_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<i64>,
+}
+
+/// A cookie as `list` shows it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListedCookie {
+    name: String,
+    value: String,
+    domain: String,
+    path: String,
+    expires: Option<f64>,
+    http_only: bool,
+    secure: bool,
+    same_site: Option<String>,
+}
+
 pub struct Cookies;
 
 #[async_trait]
 impl Tool for Cookies {
     type Args = CookiesArgs;
+    type Output = CookiesOutput;
     const NAME: &'static str = "browser_cookies";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"action": "ensure_login", "name": "work", "check": {"url": "https://example.com/account", "not_text": "Sign in"}}"#;
+    const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str = "Saved logins: export the session (cookies incl. httpOnly, localStorage) as a profile, load it, ensure_login (check, load if needed, recheck), list/clear cookies, import.";
 
-    async fn run(&self, ctx: &Ctx, args: CookiesArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let key = match std::env::var(profiles::PROFILE_KEY_ENV) {
             Ok(text) if !text.is_empty() => Some(profiles::parse_key(&text)?),
             _ => None,
         };
-        let store = ProfileStore::new(&ctx.config.data_dir, key);
+        let store = ProfileStore::new(&call.ctx.config.data_dir, key);
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }
-        if args.action == Action::Import {
-            return import(&store, &args).map(ToolOutput::json);
-        }
-        let timeout = Duration::from_millis(ctx.config.navigation_timeout_ms);
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        let mut result = match args.action {
-            Action::Export => export(&store, &mut session, &args).await?,
+        let deadline = call.deadline();
+        Ok(match args.action {
+            // Import only writes a file: no session is opened for it.
+            Action::Import => import(&store, &args)?,
+            Action::Export => export(&store, call.session().await?, &args).await?,
             Action::Load => {
                 let profile = store.load(required(&args.name, "name", "load")?)?;
-                let mut loaded = load(&mut session, &profile).await?;
-                if args.auto_navigate.unwrap_or(false)
-                    && let Some(url) = &profile.start_url
-                {
-                    let tab = session.active_tab().await?;
-                    let arrival = tab
-                        .navigate(Destination::Url(url.clone()), None, timeout)
-                        .await?;
-                    loaded["navigated_to"] = json!(url);
-                    loaded["status"] = json!(arrival.status);
+                let session = call.session().await?;
+                let loaded = load(session, &profile).await?;
+                match (&profile.start_url, args.auto_navigate.unwrap_or(false)) {
+                    (Some(url), true) => {
+                        let tab = session.active_tab().await?;
+                        let destination = Destination::Url(url.clone());
+                        let arrival = tab.navigate(destination, None, deadline).await?;
+                        CookiesOutput::Loaded(Loaded {
+                            navigated_to: Some(url.clone()),
+                            status: arrival.status,
+                            ..loaded
+                        })
+                    }
+                    _ => CookiesOutput::Loaded(loaded),
                 }
-                loaded
             }
-            Action::EnsureLogin => ensure_login(&store, &mut session, &args, timeout).await?,
-            Action::List => list(&session, &args).await?,
-            Action::Clear => {
-                let removed = session.clear_cookies(args.domain.as_deref()).await?;
-                json!({ "removed": removed })
+            Action::EnsureLogin => {
+                ensure_login(&store, call.session().await?, &args, deadline).await?
             }
-            Action::Import => unreachable!("handled above"),
-        };
-        result["session"] = json!(session.name());
-        Ok(ToolOutput::json(result))
+            Action::List => list(call.session().await?, &args).await?,
+            Action::Clear => CookiesOutput::Cleared {
+                removed: call
+                    .session()
+                    .await?
+                    .clear_cookies(args.domain.as_deref())
+                    .await?,
+            },
+        })
     }
 }
 
@@ -146,7 +225,7 @@ async fn export(
     store: &ProfileStore,
     session: &mut SessionGuard,
     args: &CookiesArgs,
-) -> ToolResult<Value> {
+) -> ToolResult<CookiesOutput> {
     let name = required(&args.name, "name", "export")?;
     let cookies = session.cookies().await?;
     let origins = session.local_storage().await;
@@ -165,34 +244,40 @@ async fn export(
         cookies,
         origins,
     };
-    let path = store.save(&profile)?;
-    let mut result = json!({
-        "saved": path,
-        "cookies": profile.cookies.len(),
-        "http_only": profile.cookies.iter().filter(|c| c.http_only).count(),
-        "origins": profile.origins.iter().map(|o| &o.origin).collect::<Vec<_>>(),
-    });
-    if args.format == Some(Format::StorageState) {
-        result["storage_state"] = profiles::to_storage_state(&profile);
-    }
-    Ok(result)
+    Ok(CookiesOutput::Saved {
+        saved: store.save(&profile)?,
+        cookies: profile.cookies.len(),
+        http_only: Some(profile.cookies.iter().filter(|c| c.http_only).count()),
+        origins: origins_of(&profile),
+        storage_state: (args.format == Some(Format::StorageState))
+            .then(|| profiles::to_storage_state(&profile)),
+    })
+}
+
+fn origins_of(profile: &Profile) -> Vec<String> {
+    profile.origins.iter().map(|o| o.origin.clone()).collect()
 }
 
 /// Puts a profile into the session: live cookies and localStorage; expired cookies are
 /// reported, not loaded.
-async fn load(session: &mut SessionGuard, profile: &Profile) -> ToolResult<Value> {
+async fn load(session: &mut SessionGuard, profile: &Profile) -> ToolResult<Loaded> {
     let now = profiles::now_secs();
     let (expired, live): (Vec<&SavedCookie>, Vec<&SavedCookie>) =
         profile.cookies.iter().partition(|c| c.is_expired(now));
     let live: Vec<SavedCookie> = live.into_iter().cloned().collect();
     session.set_cookies(&live).await?;
     session.restore_local_storage(&profile.origins).await?;
-    Ok(json!({
-        "profile": profile.name,
-        "loaded": live.len(),
-        "expired": expired.iter().map(|c| format!("{} ({})", c.name, c.domain)).collect::<Vec<_>>(),
-        "origins": profile.origins.len(),
-    }))
+    Ok(Loaded {
+        profile: profile.name.clone(),
+        loaded: live.len(),
+        expired: expired
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.domain))
+            .collect(),
+        origins: profile.origins.len(),
+        navigated_to: None,
+        status: None,
+    })
 }
 
 async fn ensure_login(
@@ -200,7 +285,7 @@ async fn ensure_login(
     session: &mut SessionGuard,
     args: &CookiesArgs,
     timeout: Duration,
-) -> ToolResult<Value> {
+) -> ToolResult<CookiesOutput> {
     let check = args
         .check
         .as_ref()
@@ -219,32 +304,42 @@ async fn ensure_login(
     let (logged_in, reason) = run_check(session, &url, check, timeout).await?;
     if logged_in {
         did.push("already logged in; nothing loaded".into());
-        return Ok(json!({ "logged_in": true, "reason": reason, "did": did }));
+        return Ok(CookiesOutput::Login {
+            logged_in,
+            reason,
+            did,
+            expired: None,
+        });
     }
     let Some(name) = args.name.as_deref() else {
-        return Ok(
-            json!({ "logged_in": false, "reason": format!("{reason}; no profile `name` to load"), "did": did }),
-        );
+        return Ok(CookiesOutput::Login {
+            logged_in,
+            reason: format!("{reason}; no profile `name` to load"),
+            did,
+            expired: None,
+        });
     };
     let profile = store.load(name)?;
     let loaded = load(session, &profile).await?;
-    did.push(format!(
-        "loaded profile {name} ({} cookies)",
-        loaded["loaded"]
-    ));
+    did.push(format!("loaded profile {name} ({} cookies)", loaded.loaded));
     let (logged_in, reason_after) = run_check(session, &url, check, timeout).await?;
     did.push(format!("opened {url} again"));
-    let expired = loaded["expired"].clone();
     let reason = if logged_in {
         reason_after
-    } else if expired.as_array().is_some_and(|e| !e.is_empty()) {
+    } else if !loaded.expired.is_empty() {
+        let expired = serde_json::to_string(&loaded.expired).unwrap_or_default();
         format!("{reason_after}; the profile's cookies have expired: {expired}")
     } else {
         format!(
             "{reason_after}; the profile did not log the session in (outdated or for another account?)"
         )
     };
-    Ok(json!({ "logged_in": logged_in, "reason": reason, "did": did, "expired": expired }))
+    Ok(CookiesOutput::Login {
+        logged_in,
+        reason,
+        did,
+        expired: Some(loaded.expired),
+    })
 }
 
 /// Opens the check URL and evaluates the conditions. Returns (logged in, why).
@@ -278,7 +373,7 @@ async fn run_check(
     })
 }
 
-async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<Value> {
+async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<CookiesOutput> {
     let host = match &args.url {
         Some(url) => Some(
             url::Url::parse(url)
@@ -289,24 +384,41 @@ async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<Value> {
         None => None,
     };
     let show = args.show_values.unwrap_or(false);
-    let cookies: Vec<Value> = session
+    let cookies: Vec<ListedCookie> = session
         .cookies()
         .await?
         .into_iter()
-        .filter(|c| args.domain.as_deref().is_none_or(|d| crate::browser::domain_matches(&c.domain, d)))
-        .filter(|c| host.as_deref().is_none_or(|h| crate::browser::domain_matches(h, &c.domain)))
-        .map(|c| {
-            let value = if show { c.value.clone() } else { format!("<{} chars hidden>", c.value.chars().count()) };
-            json!({
-                "name": c.name, "value": value, "domain": c.domain, "path": c.path,
-                "expires": c.expires, "http_only": c.http_only, "secure": c.secure, "same_site": c.same_site,
-            })
+        .filter(|c| {
+            args.domain
+                .as_deref()
+                .is_none_or(|d| crate::browser::domain_matches(&c.domain, d))
+        })
+        .filter(|c| {
+            host.as_deref()
+                .is_none_or(|h| crate::browser::domain_matches(h, &c.domain))
+        })
+        .map(|c| ListedCookie {
+            value: if show {
+                c.value
+            } else {
+                format!("<{} chars hidden>", c.value.chars().count())
+            },
+            name: c.name,
+            domain: c.domain,
+            path: c.path,
+            expires: c.expires,
+            http_only: c.http_only,
+            secure: c.secure,
+            same_site: c.same_site,
         })
         .collect();
-    Ok(json!({ "count": cookies.len(), "cookies": cookies }))
+    Ok(CookiesOutput::Listed {
+        count: cookies.len(),
+        cookies,
+    })
 }
 
-fn import(store: &ProfileStore, args: &CookiesArgs) -> ToolResult<Value> {
+fn import(store: &ProfileStore, args: &CookiesArgs) -> ToolResult<CookiesOutput> {
     let name = required(&args.name, "name", "import")?;
     let content = match (&args.content, &args.path) {
         (Some(content), None) => content.clone(),
@@ -334,6 +446,11 @@ fn import(store: &ProfileStore, args: &CookiesArgs) -> ToolResult<Value> {
         cookies,
         origins,
     };
-    let path = store.save(&profile)?;
-    Ok(json!({ "saved": path, "cookies": profile.cookies.len(), "origins": profile.origins.len() }))
+    Ok(CookiesOutput::Saved {
+        saved: store.save(&profile)?,
+        cookies: profile.cookies.len(),
+        http_only: None,
+        origins: origins_of(&profile),
+        storage_state: None,
+    })
 }

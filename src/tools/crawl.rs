@@ -3,13 +3,12 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::open_web_page::FetchMode;
-use super::paging;
-use super::{Ctx, Tool, ToolOutput};
+use super::{Call, Scope, Tool};
+use crate::crawl::{TaskOptions, TaskReport, TaskStatus};
 use crate::error::ToolResult;
+use crate::pages::{FetchMode, PageOptions, paging};
 use crate::web::extract::{ExtractKind, TextFormat};
 
 const DEFAULT_PARALLEL: usize = 4;
@@ -34,8 +33,11 @@ pub struct CrawlBatchArgs {
     /// URLs at once (default 4).
     pub parallel: Option<usize>,
     /// Token budget per page (default 4000).
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
 }
+
+impl super::call::Shared for CrawlBatchArgs {}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -46,52 +48,102 @@ pub struct CrawlStatusArgs {
     pub cursor: Option<String>,
 }
 
+impl super::call::Shared for CrawlStatusArgs {}
+
+/// The task just created.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CrawlStarted {
+    /// Pass to crawl_status.
+    task_id: String,
+    status: TaskStatus,
+    total: usize,
+    parallel: usize,
+}
+
+/// A task's status and a page of its outcomes.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CrawlStatusOutput {
+    #[serde(flatten)]
+    report: TaskReport,
+    /// More outcomes follow: pass `next_cursor` as cursor.
+    truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
 pub struct CrawlBatch;
 pub struct CrawlStatus;
 
 #[async_trait]
 impl Tool for CrawlBatch {
     type Args = CrawlBatchArgs;
+    type Output = CrawlStarted;
     const NAME: &'static str = "crawl_batch";
     const GUIDE: &'static str = BATCH_GUIDE;
+    const EXAMPLE: &'static str =
+        r#"{"urls": ["https://example.com/a", "https://example.com/b"], "parallel": 4}"#;
+    const SCOPE: Scope = Scope::Task;
     const DESCRIPTION: &'static str =
         "Read many URLs in the background, as open_web_page; returns a task_id for crawl_status.";
 
-    async fn run(&self, ctx: &Ctx, args: CrawlBatchArgs) -> ToolResult<ToolOutput> {
-        let options = json!({
-            "extract": args.extract.unwrap_or_default(),
-            "format": args.format.unwrap_or_default(),
-            "mode": args.mode.unwrap_or_default(),
-            "max_tokens": args.max_tokens,
-        });
-        let total = args.urls.len();
-        let parallel = args.parallel.unwrap_or(DEFAULT_PARALLEL);
-        let task_id = ctx.crawler.submit(args.urls, parallel, options)?;
-        Ok(ToolOutput::json(json!({
-            "task_id": task_id,
-            "status": "pending",
-            "total": total,
-            "parallel": parallel,
-        })))
+    async fn run(&self, call: &mut Call<'_>, args: CrawlBatchArgs) -> ToolResult<CrawlStarted> {
+        let options = TaskOptions {
+            page: PageOptions {
+                extract: args.extract.unwrap_or_default(),
+                format: args.format.unwrap_or_default(),
+                mode: args.mode.unwrap_or_default(),
+                max_tokens: args.max_tokens,
+                cursor: None,
+            },
+            parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
+        };
+        let (total, parallel) = (args.urls.len(), options.parallel);
+        let task_id = call.ctx.crawler.submit(args.urls, options)?;
+        Ok(CrawlStarted {
+            task_id,
+            status: TaskStatus::Pending,
+            total,
+            parallel,
+        })
     }
 }
 
 #[async_trait]
 impl Tool for CrawlStatus {
     type Args = CrawlStatusArgs;
+    type Output = CrawlStatusOutput;
     const NAME: &'static str = "crawl_status";
     const GUIDE: &'static str = STATUS_GUIDE;
+    const EXAMPLE: &'static str = r#"{"task_id": "crawl-18c2f0a1b2c-0"}"#;
+    const SCOPE: Scope = Scope::Task;
     const DESCRIPTION: &'static str = "A crawl task's status, progress, results and errors.";
 
-    async fn run(&self, ctx: &Ctx, args: CrawlStatusArgs) -> ToolResult<ToolOutput> {
+    async fn run(
+        &self,
+        call: &mut Call<'_>,
+        args: CrawlStatusArgs,
+    ) -> ToolResult<CrawlStatusOutput> {
         // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
         let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
         let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
-        let (mut status, next) = ctx.crawler.status_page(args.task_id.trim(), from, budget)?;
-        status["truncated"] = json!(next.is_some());
-        if let Some(next) = next {
-            status["next_cursor"] = json!(format!("I{next}"));
-        }
-        Ok(ToolOutput::json(status))
+        let (report, next) = call
+            .ctx
+            .crawler
+            .status_page(args.task_id.trim(), from, budget)?;
+        Ok(CrawlStatusOutput {
+            report,
+            truncated: next.is_some(),
+            next_cursor: next.map(|next| format!("I{next}")),
+        })
+    }
+
+    fn outcome(output: &CrawlStatusOutput) -> String {
+        let summary = &output.report.summary;
+        format!(
+            "{} {}/{}",
+            summary.status.as_str(),
+            summary.progress,
+            summary.total
+        )
     }
 }

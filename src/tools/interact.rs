@@ -7,19 +7,18 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
-use crate::browser::{DialogAnswer, Tab};
+use super::{Call, Scope, SessionName, TimeoutMs, Tool};
+use crate::browser::{Aftermath, DialogAnswer, DialogRecord, Tab};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::pages::paging::slice_lines;
 
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
 click, type (clear, submit), send_keys (Enter, Control+A), select (value or label), options, \
 upload, hover, scroll, wait (until text/selector, or seconds), evaluate (JS), dialog (answer the \
 next alert/confirm/prompt). It waits while the page is busy and reports what changed.";
 
-/// Default time limit for waiting after an action or for `wait`.
-const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Longest plain wait an agent may ask for.
 const MAX_WAIT_SECONDS: f64 = 30.0;
 /// Token budget of the added-elements list in the result.
@@ -62,12 +61,18 @@ pub struct InteractArgs {
     /// dialog: text for the next prompt().
     pub prompt_text: Option<String>,
     /// Time limit in ms (default 10000).
-    pub timeout_ms: Option<u64>,
+    pub timeout_ms: Option<TimeoutMs>,
     /// Default: the active tab.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(InteractArgs {
+    session,
+    tab,
+    timeout_ms
+});
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
@@ -94,61 +99,99 @@ pub enum Direction {
     Right,
 }
 
+/// What the action did, and what changed on the page after it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct InteractOutput {
+    #[serde(flatten)]
+    done: Done,
+    /// How the page settled after the action (actions that may change it).
+    #[serde(flatten)]
+    aftermath: Option<Aftermath>,
+    /// Elements that appeared since the last list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_added: Option<usize>,
+    /// Elements that went away.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_removed: Option<usize>,
+    /// The new elements, `[ref] role "name"` per line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    added: Option<String>,
+    /// Tabs the action opened (popups, target=_blank).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    new_tabs: Vec<String>,
+}
+
+/// The action's own result.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Done {
+    action: Action,
+    /// select: the option chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selected: Option<Value>,
+    /// options: the select's options.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<Value>,
+    /// upload: how many files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<usize>,
+    /// scroll: the position after scrolling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scroll: Option<Value>,
+    /// evaluate: the script's value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+    /// wait: how long it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waited_ms: Option<u64>,
+    /// dialog: how the next dialog will be answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_dialog: Option<String>,
+    /// dialog: dialogs answered since the last call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answered: Option<Vec<DialogRecord>>,
+}
+
 pub struct Interact;
 
 #[async_trait]
 impl Tool for Interact {
     type Args = InteractArgs;
+    type Output = InteractOutput;
     const NAME: &'static str = "browser_interact";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"action": "click", "ref": 3}"#;
+    const SCOPE: Scope = Scope::Browser;
+    const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
     const DESCRIPTION: &'static str = "Act by element ref (from browser_read). Waits while the page is busy; reports what changed (navigation, new tabs, dialogs, added elements).";
 
-    async fn run(&self, ctx: &Ctx, args: InteractArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
         check_required(&args)?;
-        let timeout = Duration::from_millis(
-            args.timeout_ms
-                .unwrap_or(DEFAULT_TIMEOUT_MS)
-                .clamp(100, 120_000),
-        );
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        let name = session.name().to_string();
-        let tab = session.tab_or_active(args.tab.as_deref()).await?;
-        let tab_id = tab.id.clone();
+        let deadline = call.deadline();
+        let tab = call.tab().await?;
         let mark = tab.begin_action(args.ref_id).await;
-        let mut extra = perform(tab, &args, timeout).await?;
+        let mut output = InteractOutput {
+            done: perform(tab, &args, deadline).await?,
+            aftermath: None,
+            elements_added: None,
+            elements_removed: None,
+            added: None,
+            new_tabs: Vec::new(),
+        };
         if changes_page(args.action) {
-            let aftermath = tab.settle_after_action(&mark, timeout).await?;
+            output.aftermath = Some(tab.settle_after_action(&mark, deadline).await?);
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
-            let changes = tab.element_changes().await.ok();
-            extra["navigated"] = json!(aftermath.navigated);
-            extra["ready"] = json!(aftermath.ready);
-            if !aftermath.dialogs.is_empty() {
-                extra["dialogs"] = json!(aftermath.dialogs);
-            }
-            if !aftermath.downloads.is_empty() {
-                extra["downloads"] = json!(aftermath.downloads);
-            }
-            if let Some(blocked) = aftermath.blocked {
-                extra["blocked"] = json!(blocked);
-            }
-            if let Some(changes) = changes {
-                extra["elements_added"] = json!(changes.added.len());
-                extra["elements_removed"] = json!(changes.removed);
+            if let Ok(changes) = tab.element_changes().await {
+                output.elements_added = Some(changes.added.len());
+                output.elements_removed = Some(changes.removed);
                 if !changes.added.is_empty() {
-                    let slice =
-                        super::paging::slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
-                    extra["added"] = json!(slice.content);
+                    let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
+                    output.added = Some(slice.content);
                 }
             }
         }
-        let tab = session.tab(&tab_id)?;
-        let mut fields = browser_fields(&name, tab).await;
-        let new_tabs = session.sync_tabs().await?;
-        if !new_tabs.is_empty() {
-            fields.insert("new_tabs".into(), json!(new_tabs));
-        }
-        Ok(ToolOutput::json(merge(fields, extra)))
+        output.new_tabs = call.session().await?.sync_tabs().await?;
+        Ok(output)
     }
 }
 
@@ -157,60 +200,51 @@ fn changes_page(action: Action) -> bool {
     !matches!(action, Action::Options | Action::Wait | Action::Dialog)
 }
 
-/// Runs the action itself; returns action-specific result fields.
-async fn perform(tab: &mut Tab, args: &InteractArgs, timeout: Duration) -> ToolResult<Value> {
+/// Runs the action itself; returns its own result.
+async fn perform(tab: &mut Tab, args: &InteractArgs, deadline: Duration) -> ToolResult<Done> {
     let ref_id = args.ref_id;
     let need_ref = || ref_id.ok_or_else(|| missing("ref", args.action));
-    Ok(match args.action {
-        Action::Click => {
-            tab.click(need_ref()?).await?;
-            json!({ "action": "click" })
-        }
-        Action::Hover => {
-            tab.hover(need_ref()?).await?;
-            json!({ "action": "hover" })
-        }
+    let mut done = Done {
+        action: args.action,
+        selected: None,
+        options: None,
+        files: None,
+        scroll: None,
+        value: None,
+        waited_ms: None,
+        next_dialog: None,
+        answered: None,
+    };
+    match args.action {
+        Action::Click => tab.click(need_ref()?).await?,
+        Action::Hover => tab.hover(need_ref()?).await?,
         Action::Type => {
             let text = args.text.as_deref().unwrap_or_default();
-            tab.type_text(
-                need_ref()?,
-                text,
-                args.clear.unwrap_or(true),
-                args.submit.unwrap_or(false),
-            )
-            .await?;
-            json!({ "action": "type" })
+            let (clear, submit) = (args.clear.unwrap_or(true), args.submit.unwrap_or(false));
+            tab.type_text(need_ref()?, text, clear, submit).await?;
         }
         Action::SendKeys => {
             tab.send_keys(args.keys.as_deref().unwrap_or_default(), ref_id)
                 .await?;
-            json!({ "action": "send_keys" })
         }
         Action::Select => {
-            let chosen = tab
-                .select(need_ref()?, args.option.as_deref().unwrap_or_default())
-                .await?;
-            json!({ "action": "select", "selected": chosen })
+            let option = args.option.as_deref().unwrap_or_default();
+            done.selected = Some(tab.select(need_ref()?, option).await?);
         }
-        Action::Options => {
-            json!({ "action": "options", "options": tab.options(need_ref()?).await? })
-        }
+        Action::Options => done.options = Some(tab.options(need_ref()?).await?),
         Action::Upload => {
             let paths: Vec<PathBuf> = args.paths.iter().flatten().map(PathBuf::from).collect();
             tab.upload(need_ref()?, &paths).await?;
-            json!({ "action": "upload", "files": paths.len() })
+            done.files = Some(paths.len());
         }
         Action::Scroll => {
             let (dx, dy) = scroll_delta(tab, args).await?;
-            let position = tab.scroll(ref_id, dx, dy).await?;
-            json!({ "action": "scroll", "scroll": position })
+            done.scroll = Some(tab.scroll(ref_id, dx, dy).await?);
         }
-        Action::Wait => wait(tab, args, timeout).await?,
+        Action::Wait => done.waited_ms = Some(wait(tab, args, deadline).await?),
         Action::Evaluate => {
-            let value = tab
-                .evaluate_script(args.script.as_deref().unwrap_or_default())
-                .await?;
-            json!({ "action": "evaluate", "value": value })
+            let script = args.script.as_deref().unwrap_or_default();
+            done.value = Some(tab.evaluate_script(script).await?);
         }
         Action::Dialog => {
             let accept = args.accept.unwrap_or(true);
@@ -218,10 +252,11 @@ async fn perform(tab: &mut Tab, args: &InteractArgs, timeout: Duration) -> ToolR
                 accept,
                 prompt_text: args.prompt_text.clone(),
             });
-            let dialogs = tab.take_dialogs();
-            json!({ "action": "dialog", "next_dialog": if accept { "accept" } else { "dismiss" }, "answered": dialogs })
+            done.next_dialog = Some(if accept { "accept" } else { "dismiss" }.to_string());
+            done.answered = Some(tab.take_dialogs());
         }
-    })
+    }
+    Ok(done)
 }
 
 async fn scroll_delta(tab: &Tab, args: &InteractArgs) -> ToolResult<(f64, f64)> {
@@ -252,8 +287,9 @@ async fn scroll_delta(tab: &Tab, args: &InteractArgs) -> ToolResult<(f64, f64)> 
     })
 }
 
-/// Waits for text or a selector to appear (or go), or a number of seconds.
-async fn wait(tab: &Tab, args: &InteractArgs, timeout: Duration) -> ToolResult<Value> {
+/// Waits for text or a selector to appear (or go), or a number of seconds; returns the ms
+/// waited.
+async fn wait(tab: &Tab, args: &InteractArgs, timeout: Duration) -> ToolResult<u64> {
     let started = Instant::now();
     if let Some(seconds) = args.seconds {
         if !(0.0..=MAX_WAIT_SECONDS).contains(&seconds) {
@@ -262,7 +298,7 @@ async fn wait(tab: &Tab, args: &InteractArgs, timeout: Duration) -> ToolResult<V
             )));
         }
         tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-        return Ok(json!({ "action": "wait", "waited_ms": started.elapsed().as_millis() as u64 }));
+        return Ok(started.elapsed().as_millis() as u64);
     }
     let until = args.until.as_deref().unwrap_or_default();
     let gone = args.gone.unwrap_or(false);
@@ -278,7 +314,7 @@ async fn wait(tab: &Tab, args: &InteractArgs, timeout: Duration) -> ToolResult<V
         )
         .with_hint("check the text with browser_read mode=find, or wait longer with timeout_ms"));
     }
-    Ok(json!({ "action": "wait", "waited_ms": started.elapsed().as_millis() as u64 }))
+    Ok(started.elapsed().as_millis() as u64)
 }
 
 /// Checks at run time that the fields the action needs are there.
@@ -311,9 +347,10 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
 }
 
 fn missing(field: &str, action: Action) -> ToolError {
+    let action = serde_json::to_value(action).unwrap_or_default();
     ToolError::invalid(format!(
         "field `{field}` is required for action={}",
-        json!(action).as_str().unwrap_or_default()
+        action.as_str().unwrap_or_default()
     ))
     .with_hint("refs come from browser_read mode=elements")
 }

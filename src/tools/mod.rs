@@ -1,46 +1,53 @@
-//! The tool registry: every capability is a `Tool`, and every front (REST, CLI, agent loop, MCP)
-//! serves this one registry.
+//! The tool registry: every capability is a `Tool`, and every front (REST, CLI, agent loop, MCP,
+//! skill file) serves this one registry through its `ToolSpec`s and `Registry::call`.
 //!
 //! A tool declares an args struct (serde + schemars; its doc comments become the schema's
-//! descriptions) and a short handler calling into `browser` or `web`. Concerns common to all
-//! tools — argument parsing with field-naming errors, timing, tracing — live here, once.
+//! descriptions), an `Output` struct (serde + schemars: the published result schema), its
+//! scope, and a short handler calling into `pages`, `browser` or `web`. What every call shares —
+//! argument parsing with field-naming errors, session, tab and deadline, the reply fields,
+//! timing, tracing — lives in `call.rs`, once.
 
+#[macro_use]
+mod call;
 mod cookies;
 mod crawl;
 mod interact;
 mod navigate;
-pub mod open_web_page;
-pub mod paging;
+mod open_web_page;
 mod read;
 mod schema;
 mod screenshot;
+mod skill;
 mod tabs;
 mod web_search;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
-use tracing::Instrument;
+use serde_json::{Value, json};
 
-use crate::browser::{BrowserService, Tab};
+use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::crawl::Crawler;
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::metrics::Metrics;
+use crate::pages::Pages;
 use crate::web::WebService;
 
-/// Name of the session used when a call does not name one.
-pub const DEFAULT_SESSION: &str = "default";
+pub use call::{Call, DEFAULT_SESSION, Place, SessionName, TimeoutMs, check_session_name};
+pub use skill::skill;
 
-/// What a tool hands back: a JSON object, plus images for fronts that can show them.
+/// What a tool hands back to a front: the result object (typed output serialized, reply fields
+/// added), images for fronts that can show them, and a one-line outcome for humans.
 #[derive(Debug, Clone)]
 pub struct ToolOutput {
     pub json: Value,
     pub images: Vec<Image>,
+    /// `5 results`, `1234 chars`, `image/png`: the agent loop's summaries end with it.
+    pub outcome: String,
 }
 
 /// An image produced by a tool (screenshots).
@@ -50,119 +57,104 @@ pub struct Image {
     pub data: Vec<u8>,
 }
 
-impl ToolOutput {
-    pub fn json(json: Value) -> Self {
-        Self {
-            json,
-            images: Vec::new(),
-        }
-    }
-}
-
 /// Shared state every tool may use.
 pub struct Ctx {
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
     pub web: Arc<WebService>,
+    pub pages: Arc<Pages>,
     pub crawler: Arc<Crawler>,
 }
 
-/// One tool: its name, description, typed arguments and handler.
+/// What a tool works on, which decides what its calls resolve before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A browser session (and usually one of its tabs): calls resolve a session name and a
+    /// deadline, run one at a time per session, and the reply names session, tab, url, title.
+    Browser,
+    /// The web without a browser session: calls run side by side.
+    Web,
+    /// Background tasks.
+    Task,
+}
+
+/// One tool: its name, description, typed arguments, typed result and handler.
+///
+/// The fields `session`, `tab` and `timeout_ms` a browser tool's args struct declares are
+/// resolved by `Call` (see `shared_fields!`), with one rule for every tool.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
-    type Args: DeserializeOwned + JsonSchema + Send;
+    type Args: DeserializeOwned + JsonSchema + call::Shared + Send;
+    type Output: Serialize + JsonSchema + Send;
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
     /// A few sentences on when and how to use the tool, for an agent's system prompt.
     const GUIDE: &'static str;
+    /// One example call for the skill file, as JSON arguments.
+    const EXAMPLE: &'static str;
+    const SCOPE: Scope;
     /// Whether a REST client may ask for the result as an image (`Accept: image/…`).
     const RETURNS_IMAGE: bool = false;
+    /// The time limit when the call names none; `None` is the configured navigation timeout.
+    const DEFAULT_TIMEOUT_MS: Option<u64> = None;
 
-    async fn run(&self, ctx: &Ctx, args: Self::Args) -> ToolResult<ToolOutput>;
+    async fn run(&self, call: &mut Call<'_>, args: Self::Args) -> ToolResult<Self::Output>;
+
+    /// The outcome line of a result: `ok` unless the tool has something shorter to say.
+    fn outcome(_output: &Self::Output) -> String {
+        "ok".to_string()
+    }
 }
 
-/// The object-safe face of a `Tool`, as the registry stores it.
-#[async_trait]
-trait DynTool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn definition(&self) -> Value;
-    fn guide(&self) -> &'static str;
-    fn api_description(&self) -> ApiDescription;
-    async fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<ToolOutput>;
+/// A tool as every front sees it: generated once from the tool's types.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub guide: &'static str,
+    pub example: &'static str,
+    pub scope: Scope,
+    pub returns_image: bool,
+    /// The complete JSON Schema (2020-12) of the arguments, bounds and formats included.
+    pub input_schema: Value,
+    /// The arguments' schema trimmed for a model's context (the OpenAI `parameters`).
+    pub parameters: Value,
+    /// The complete JSON Schema of a successful result, reply fields and `elapsed_ms` included.
+    pub output_schema: Value,
 }
 
-#[async_trait]
-impl<T: Tool> DynTool for T {
-    fn name(&self) -> &'static str {
-        T::NAME
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": T::NAME,
-                "description": T::DESCRIPTION,
-                "parameters": schema::parameters::<T::Args>(),
-            }
-        })
-    }
-
-    fn guide(&self) -> &'static str {
-        T::GUIDE
-    }
-
-    fn api_description(&self) -> ApiDescription {
-        ApiDescription {
+impl ToolSpec {
+    fn of<T: Tool>() -> Self {
+        Self {
             name: T::NAME,
             description: T::DESCRIPTION,
-            arguments: schema::full::<T::Args>(),
+            guide: T::GUIDE,
+            example: T::EXAMPLE,
+            scope: T::SCOPE,
             returns_image: T::RETURNS_IMAGE,
+            input_schema: schema::full::<T::Args>(),
+            parameters: schema::parameters::<T::Args>(),
+            output_schema: call::output_schema::<T>(),
         }
     }
 
-    async fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<ToolOutput> {
-        let args = parse_args::<T::Args>(T::NAME, args)?;
-        self.run(ctx, args).await
+    /// The OpenAI function definition.
+    pub fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
     }
-}
-
-/// Parses arguments, naming the offending field in the error.
-fn parse_args<A: DeserializeOwned>(tool: &str, args: Value) -> ToolResult<A> {
-    let args = match args {
-        Value::Null => Value::Object(Map::new()),
-        other => other,
-    };
-    if !args.is_object() {
-        return Err(ToolError::invalid(format!(
-            "arguments of {tool} must be a JSON object"
-        )));
-    }
-    serde_path_to_error::deserialize(args).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner().to_string();
-        let message = if path == "." {
-            format!("{tool}: {inner}")
-        } else {
-            format!("{tool}: field `{path}`: {inner}")
-        };
-        ToolError::invalid(message)
-            .with_hint(format!("GET /api/tools shows the parameters of {tool}"))
-    })
-}
-
-/// What the REST API description says of a tool.
-pub struct ApiDescription {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// The complete JSON Schema (2020-12) of the arguments, bounds and formats included.
-    pub arguments: Value,
-    pub returns_image: bool,
 }
 
 /// All tools, by name, in a stable order.
 pub struct Registry {
-    tools: Vec<Box<dyn DynTool>>,
+    specs: Vec<ToolSpec>,
+    tools: Vec<Box<dyn call::DynTool>>,
     /// The OpenAI function definitions, generated once: schemas never change at run time.
     definitions: Value,
     ctx: Ctx,
@@ -170,13 +162,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(
-        config: Arc<Config>,
-        browser: Arc<BrowserService>,
-        web: Arc<WebService>,
-        crawler: Arc<Crawler>,
-    ) -> Self {
-        let tools: Vec<Box<dyn DynTool>> = vec![
+    pub fn new(ctx: Ctx) -> Self {
+        let tools: Vec<Box<dyn call::DynTool>> = vec![
             Box::new(navigate::Navigate),
             Box::new(read::Read),
             Box::new(interact::Interact),
@@ -188,16 +175,13 @@ impl Registry {
             Box::new(crawl::CrawlBatch),
             Box::new(crawl::CrawlStatus),
         ];
-        let definitions = Value::Array(tools.iter().map(|t| t.definition()).collect());
+        let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+        let definitions = Value::Array(specs.iter().map(ToolSpec::definition).collect());
         Self {
+            specs,
             tools,
             definitions,
-            ctx: Ctx {
-                config,
-                browser,
-                web,
-                crawler,
-            },
+            ctx,
             metrics: Metrics::default(),
         }
     }
@@ -211,8 +195,17 @@ impl Registry {
         &self.metrics
     }
 
+    /// Every tool's spec, in the registry's order.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.specs.iter().find(|s| s.name == name)
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|t| t.name()).collect()
+        self.specs.iter().map(|s| s.name).collect()
     }
 
     /// The tool list as OpenAI function definitions.
@@ -220,105 +213,33 @@ impl Registry {
         &self.definitions
     }
 
-    /// Every tool as the REST API description documents it.
-    pub fn api_descriptions(&self) -> Vec<ApiDescription> {
-        self.tools.iter().map(|t| t.api_description()).collect()
-    }
-
     /// The usage guides of all tools, one paragraph each.
     pub fn prompt(&self) -> String {
-        self.tools
+        self.specs
             .iter()
-            .map(|t| t.guide())
+            .map(|s| s.guide)
             .collect::<Vec<_>>()
             .join("\n\n")
     }
 
-    /// Fills `session` when tool `name` takes one and `args` does not name it: how each front
-    /// (REST header, chat request, MCP connection) supplies its default session.
-    pub fn with_default_session(&self, name: &str, mut args: Value, session: &str) -> Value {
-        if let Value::Object(map) = &mut args
-            && self.accepts(name, "session")
-        {
-            map.entry("session").or_insert_with(|| json!(session));
-        }
-        args
-    }
-
-    /// Whether tool `name` takes an argument called `field`.
-    pub fn accepts(&self, name: &str, field: &str) -> bool {
-        self.definitions
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|d| d["function"]["name"] == name)
-            .is_some_and(|d| {
-                d["function"]["parameters"]["properties"]
-                    .get(field)
-                    .is_some()
-            })
-    }
-
-    /// Runs one tool. The result object always carries `elapsed_ms`.
-    pub async fn call(&self, name: &str, args: Value) -> ToolResult<ToolOutput> {
+    /// Runs one tool. `session` is the front's default session (REST header, chat request, MCP
+    /// connection) for calls that name none. The result object always carries `elapsed_ms`.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        session: Option<&str>,
+    ) -> ToolResult<ToolOutput> {
         let tool = self
             .tools
             .iter()
             .find(|t| t.name() == name)
             .ok_or_else(|| {
                 ToolError::new(
-                    crate::error::ErrorCode::NoSuchTool,
+                    ErrorCode::NoSuchTool,
                     format!("no tool named {name:?}; tools: {}", self.names().join(", ")),
                 )
             })?;
-        let started = Instant::now();
-        let result = tool
-            .call(&self.ctx, args)
-            .instrument(tracing::info_span!("tool", tool = name))
-            .await;
-        let elapsed = started.elapsed();
-        let elapsed_ms = elapsed.as_millis() as u64;
-        let outcome = match &result {
-            Ok(_) => {
-                tracing::info!(tool = name, elapsed_ms, "tool call done");
-                "ok".to_string()
-            }
-            Err(e) => {
-                tracing::info!(tool = name, elapsed_ms, code = ?e.code, "tool call failed");
-                e.code.name()
-            }
-        };
-        self.metrics.record(name, &outcome, elapsed.as_secs_f64());
-        result.map(|mut output| {
-            if let Value::Object(map) = &mut output.json {
-                map.insert("elapsed_ms".into(), json!(elapsed_ms));
-            }
-            output
-        })
+        tool.call(&self.ctx, &self.metrics, args, session).await
     }
-}
-
-/// Fields every browser result carries: session, tab, url, title.
-async fn browser_fields(session: &str, tab: &Tab) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("session".into(), json!(session));
-    map.insert("tab".into(), json!(tab.id));
-    map.insert("url".into(), json!(tab.url().await));
-    map.insert("title".into(), json!(tab.title().await));
-    map
-}
-
-/// Merges tool-specific fields after the common browser fields.
-fn merge(mut base: Map<String, Value>, extra: Value) -> Value {
-    if let Value::Object(extra) = extra {
-        base.extend(extra);
-    }
-    Value::Object(base)
-}
-
-fn session_name(session: &Option<String>) -> &str {
-    session
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(DEFAULT_SESSION)
 }

@@ -1,22 +1,17 @@
 //! `browser_navigate`: open a URL or a search, move in history, reload — and return once the
 //! page is ready, with the start of its element list.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::paging::slice_lines;
-use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
-use crate::browser::{Destination, SessionGuard, Tab};
+use super::{Call, Scope, SessionName, TimeoutMs, Tool};
+use crate::browser::{Arrival, Destination};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::pages::paging::slice_lines;
 
 /// Token budget of the element list included in a navigation result.
 const INLINE_ELEMENTS_TOKENS: usize = 600;
-/// Bounds of `timeout_ms`.
-const TIMEOUT_RANGE_MS: (u64, u64) = (100, 120_000);
 
 const GUIDE: &str = "browser_navigate opens a page and returns when it is really ready \
 (JS-rendered content included), with the first interactive elements as `[ref] role \"name\"` \
@@ -36,12 +31,17 @@ pub struct NavigateArgs {
     /// Text or CSS selector to wait for.
     pub wait_for: Option<String>,
     /// Time limit in ms (default 15000).
-    pub timeout_ms: Option<u64>,
+    pub timeout_ms: Option<TimeoutMs>,
     /// Budget of the element list (default 600, 0: none).
     pub max_tokens: Option<usize>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(NavigateArgs {
+    session,
+    timeout_ms
+});
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -75,45 +75,60 @@ impl Engine {
     }
 }
 
+/// Where the navigation ended, with the start of the element list.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NavigateOutput {
+    #[serde(flatten)]
+    arrival: Arrival,
+    /// Interactive elements on the page (absent with max_tokens 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_total: Option<usize>,
+    /// The first of them, `[ref] role "name"` per line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements: Option<String>,
+    /// Pass as browser_read mode=elements cursor for the rest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_next_cursor: Option<String>,
+}
+
 pub struct Navigate;
 
 #[async_trait]
 impl Tool for Navigate {
     type Args = NavigateArgs;
+    type Output = NavigateOutput;
     const NAME: &'static str = "browser_navigate";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"target": "https://example.com"}"#;
+    const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str = "Open a URL or web search (or go back/forward/reload) and wait until the page is ready; returns status, readiness and the first interactive elements.";
 
-    async fn run(&self, ctx: &Ctx, args: NavigateArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
         let destination = destination(&args)?;
-        let timeout = timeout(args.timeout_ms, ctx.config.navigation_timeout_ms)?;
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        let name = session.name().to_string();
-        let tab = target_tab(&mut session, args.new_tab.unwrap_or(false)).await?;
+        let deadline = call.deadline();
+        let tab = if args.new_tab.unwrap_or(false) {
+            call.new_tab().await?
+        } else {
+            call.tab().await?
+        };
         let arrival = tab
-            .navigate(destination, args.wait_for.as_deref(), timeout)
+            .navigate(destination, args.wait_for.as_deref(), deadline)
             .await?;
+        let mut output = NavigateOutput {
+            arrival,
+            elements_total: None,
+            elements: None,
+            elements_next_cursor: None,
+        };
         let budget = args.max_tokens.unwrap_or(INLINE_ELEMENTS_TOKENS);
-        let mut extra = json!(arrival);
         if budget > 0 {
             let list = tab.elements(None).await?;
             let slice = slice_lines(&list.lines(), budget, None)?;
-            extra["elements_total"] = json!(list.elements.len());
-            extra["elements"] = json!(slice.content);
-            if let Some(cursor) = slice.next_cursor {
-                extra["elements_next_cursor"] = json!(cursor);
-            }
+            output.elements_total = Some(list.elements.len());
+            output.elements = Some(slice.content);
+            output.elements_next_cursor = slice.next_cursor;
         }
-        let fields = browser_fields(&name, tab).await;
-        Ok(ToolOutput::json(merge(fields, extra)))
-    }
-}
-
-async fn target_tab(session: &mut SessionGuard, new_tab: bool) -> ToolResult<&mut Tab> {
-    if new_tab {
-        session.open_tab("about:blank").await
-    } else {
-        session.active_tab().await
+        Ok(output)
     }
 }
 
@@ -166,17 +181,6 @@ pub(super) fn checked_url(target: &str) -> ToolResult<String> {
         )
         .with_hint("only http(s) URLs and about:blank can be opened")),
     }
-}
-
-fn timeout(requested: Option<u64>, default_ms: u64) -> ToolResult<Duration> {
-    let ms = requested.unwrap_or(default_ms);
-    let (min, max) = TIMEOUT_RANGE_MS;
-    if !(min..=max).contains(&ms) {
-        return Err(ToolError::invalid(format!(
-            "field `timeout_ms` must be between {min} and {max}, got {ms}"
-        )));
-    }
-    Ok(Duration::from_millis(ms))
 }
 
 #[cfg(test)]

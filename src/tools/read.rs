@@ -4,12 +4,11 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::paging::{self, Slice, slice_lines, slice_text};
-use super::{Ctx, Tool, ToolOutput, browser_fields, merge, session_name};
-use crate::browser::{FindHit, Form, Scope, Tab};
+use super::{Call, Scope, SessionName, Tool};
+use crate::browser::{FindHit, Form, Scope as Part, Tab};
 use crate::error::{ToolError, ToolResult};
+use crate::pages::paging::{self, Slice, slice_lines, slice_text};
 use crate::web::{markdown, sections};
 
 /// Most matches `find` reports.
@@ -35,14 +34,17 @@ pub struct ReadArgs {
     /// markdown: whole page instead of main content.
     pub full: Option<bool>,
     /// Token budget (default 4000).
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     /// next_cursor of the previous read.
     pub cursor: Option<String>,
     /// Default: the active tab.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(ReadArgs { session, tab });
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "lowercase")]
@@ -56,37 +58,83 @@ pub enum ReadMode {
     Extract,
 }
 
+/// A slice of the page in the mode asked for.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadOutput {
+    #[serde(flatten)]
+    slice: Slice,
+    mode: ReadMode,
+    /// elements: how many are listed in all (all slices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total: Option<usize>,
+    /// elements: how many of them are in the viewport.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    visible: Option<usize>,
+    /// elements: the page's scroll position and size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scroll: Option<ScrollBox>,
+    /// find: how many matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matches: Option<usize>,
+    /// extract: how many sections answer the query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sections: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct ScrollBox {
+    x: i64,
+    y: i64,
+    width: i64,
+    height: i64,
+}
+
+impl ReadOutput {
+    fn new(slice: Slice, mode: ReadMode) -> Self {
+        Self {
+            slice,
+            mode,
+            total: None,
+            visible: None,
+            scroll: None,
+            matches: None,
+            sections: None,
+        }
+    }
+}
+
 pub struct Read;
 
 #[async_trait]
 impl Tool for Read {
     type Args = ReadArgs;
+    type Output = ReadOutput;
     const NAME: &'static str = "browser_read";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"mode": "markdown", "max_tokens": 2000}"#;
+    const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with section and refs) or extract (sections answering query). Paged by max_tokens/cursor.";
 
-    async fn run(&self, ctx: &Ctx, args: ReadArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();
-        let scope = scope(&args)?;
-        let budget = args.max_tokens.unwrap_or(paging::DEFAULT_MAX_TOKENS).max(1);
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        let name = session.name().to_string();
-        let tab = session.tab_or_active(args.tab.as_deref()).await?;
+        let part = part(&args)?;
+        let budget = paging::budget(args.max_tokens)?;
+        let tab = call.tab().await?;
         let cursor = args.cursor.as_deref();
-        let extra = match mode {
-            ReadMode::Elements => read_elements(tab, &args, &scope, budget, cursor).await?,
+        Ok(match mode {
+            ReadMode::Elements => read_elements(tab, &args, &part, budget, cursor).await?,
             ReadMode::Find => {
                 let query = required_query(&args, "find")?;
                 let hits = tab.find(query, MAX_FIND_HITS).await?;
                 let lines: Vec<String> = hits.iter().map(FindHit::line).collect();
-                paged(
-                    slice_lines(&lines, budget, cursor)?,
-                    json!({ "matches": hits.len() }),
-                )
+                ReadOutput {
+                    matches: Some(hits.len()),
+                    ..ReadOutput::new(slice_lines(&lines, budget, cursor)?, mode)
+                }
             }
             ReadMode::Extract => {
                 let query = required_query(&args, "extract")?;
-                let text = readable_markdown(tab, &scope, true).await?;
+                let text = readable_markdown(tab, &part, true).await?;
                 let ranked = sections::rank(&text, query);
                 let mut best: Vec<_> = ranked.into_iter().take(8).collect();
                 best.sort_by_key(|s| s.index);
@@ -95,14 +143,14 @@ impl Tool for Read {
                     .map(|s| s.text.as_str())
                     .collect::<Vec<_>>()
                     .join("\n\n");
-                paged(
-                    slice_text(&joined, budget, cursor)?,
-                    json!({ "sections": best.len() }),
-                )
+                ReadOutput {
+                    sections: Some(best.len()),
+                    ..ReadOutput::new(slice_text(&joined, budget, cursor)?, mode)
+                }
             }
             ReadMode::Markdown => {
-                let text = readable_markdown(tab, &scope, args.full.unwrap_or(false)).await?;
-                paged(slice_text(&text, budget, cursor)?, json!({}))
+                let text = readable_markdown(tab, &part, args.full.unwrap_or(false)).await?;
+                ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
             }
             ReadMode::Text | ReadMode::Html => {
                 let form = if mode == ReadMode::Text {
@@ -110,25 +158,25 @@ impl Tool for Read {
                 } else {
                     Form::Html
                 };
-                let text = tab.content(&scope, form).await?;
-                paged(slice_text(&text, budget, cursor)?, json!({}))
+                let text = tab.content(&part, form).await?;
+                ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
             }
-        };
-        let mut extra = extra;
-        extra["mode"] = json!(mode);
-        let fields = browser_fields(&name, tab).await;
-        Ok(ToolOutput::json(merge(fields, extra)))
+        })
+    }
+
+    fn outcome(output: &ReadOutput) -> String {
+        format!("{} chars", output.slice.content.chars().count())
     }
 }
 
 async fn read_elements(
     tab: &mut Tab,
     args: &ReadArgs,
-    scope: &Scope,
+    part: &Part,
     budget: usize,
     cursor: Option<&str>,
-) -> ToolResult<Value> {
-    if matches!(scope, Scope::Ref(_)) {
+) -> ToolResult<ReadOutput> {
+    if matches!(part, Part::Ref(_)) {
         return Err(ToolError::invalid(
             "field `ref` applies to markdown, text and html; use selector to list elements of a subtree",
         ));
@@ -136,32 +184,36 @@ async fn read_elements(
     let list = tab.elements(args.selector.as_deref()).await?;
     let slice = slice_lines(&list.lines(), budget, cursor)?;
     let [x, y, width, height] = list.scroll;
-    Ok(paged(
-        slice,
-        json!({
-            "total": list.elements.len(),
-            "visible": list.visible_count(),
-            "scroll": { "x": x, "y": y, "width": width, "height": height },
+    Ok(ReadOutput {
+        total: Some(list.elements.len()),
+        visible: Some(list.visible_count()),
+        scroll: Some(ScrollBox {
+            x,
+            y,
+            width,
+            height,
         }),
-    ))
+        ..ReadOutput::new(slice, ReadMode::Elements)
+    })
 }
 
 /// The page (or scope) as Markdown; `full` keeps navigation and footers.
-async fn readable_markdown(tab: &Tab, scope: &Scope, full: bool) -> ToolResult<String> {
-    let html = tab.content(scope, Form::Readable { main: !full }).await?;
+async fn readable_markdown(tab: &Tab, part: &Part, full: bool) -> ToolResult<String> {
+    let html = tab.content(part, Form::Readable { main: !full }).await?;
     tokio::task::spawn_blocking(move || markdown::to_markdown(&html))
         .await
         .map_err(|e| ToolError::internal(format!("markdown conversion failed: {e}")))
 }
 
-fn scope(args: &ReadArgs) -> ToolResult<Scope> {
+/// The part of the page to read.
+fn part(args: &ReadArgs) -> ToolResult<Part> {
     match (&args.selector, args.ref_id) {
         (Some(_), Some(_)) => Err(ToolError::invalid(
             "give either `selector` or `ref`, not both",
         )),
-        (Some(selector), None) => Ok(Scope::Selector(selector.clone())),
-        (None, Some(ref_id)) => Ok(Scope::Ref(ref_id)),
-        (None, None) => Ok(Scope::Page),
+        (Some(selector), None) => Ok(Part::Selector(selector.clone())),
+        (None, Some(ref_id)) => Ok(Part::Ref(ref_id)),
+        (None, None) => Ok(Part::Page),
     }
 }
 
@@ -171,12 +223,4 @@ fn required_query<'a>(args: &'a ReadArgs, mode: &str) -> ToolResult<&'a str> {
         .map(str::trim)
         .filter(|q| !q.is_empty())
         .ok_or_else(|| ToolError::invalid(format!("field `query` is required for mode={mode}")))
-}
-
-fn paged(slice: Slice, extra: Value) -> Value {
-    let mut value = json!(slice);
-    if let (Value::Object(target), Value::Object(extra)) = (&mut value, extra) {
-        target.extend(extra);
-    }
-    value
 }

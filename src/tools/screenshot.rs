@@ -3,11 +3,10 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Image, Tool, ToolOutput, browser_fields, merge, session_name};
-use crate::browser::{ImageKind, Shot};
+use super::{Call, Scope, SessionName, Tool};
+use crate::browser::{ImageKind, LegendEntry, Shot};
 use crate::error::{ToolError, ToolResult};
 
 const GUIDE: &str = "browser_screenshot captures the viewport (or full_page, or one element by \
@@ -30,14 +29,21 @@ pub struct ScreenshotArgs {
     #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
     /// Scale down to this width (px).
+    #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
     /// Also save as screenshots/NAME in the data dir.
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+    )]
     pub save: Option<String>,
     /// Default: the active tab.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(ScreenshotArgs { session, tab });
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -47,47 +53,59 @@ pub enum Format {
     Webp,
 }
 
+/// The picture (as an image beside this object), its size and legend.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScreenshotOutput {
+    /// The image's media type.
+    format: &'static str,
+    width: u32,
+    height: u32,
+    bytes: usize,
+    /// annotate: the numbered boxes, numbers = refs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    legend: Option<Vec<LegendEntry>>,
+    /// save: where the file was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    saved: Option<std::path::PathBuf>,
+}
+
 pub struct Screenshot;
 
 #[async_trait]
 impl Tool for Screenshot {
     type Args = ScreenshotArgs;
+    type Output = ScreenshotOutput;
     const NAME: &'static str = "browser_screenshot";
     const RETURNS_IMAGE: bool = true;
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"annotate": true}"#;
+    const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers the interactive elements with their refs.";
 
-    async fn run(&self, ctx: &Ctx, args: ScreenshotArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         let shot = shot(&args)?;
         let save_path = match &args.save {
-            Some(name) => Some(screenshot_path(&ctx.config.data_dir, name, shot.kind)?),
+            Some(name) => Some(screenshot_path(&call.ctx.config.data_dir, name, shot.kind)?),
             None => None,
         };
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
-        let name = session.name().to_string();
-        let tab = session.tab_or_active(args.tab.as_deref()).await?;
-        let picture = tab.capture(&shot).await?;
-        let mut extra = json!({
-            "format": picture.kind.mime(),
-            "width": picture.width,
-            "height": picture.height,
-            "bytes": picture.bytes.len(),
-        });
-        if let Some(legend) = &picture.legend {
-            extra["legend"] = json!(legend);
+        let picture = call.tab().await?.capture(&shot).await?;
+        if let Some(path) = &save_path {
+            write_file(path, &picture.bytes)?;
         }
-        if let Some(path) = save_path {
-            write_file(&path, &picture.bytes)?;
-            extra["saved"] = json!(path);
-        }
-        let fields = browser_fields(&name, tab).await;
-        Ok(ToolOutput {
-            json: merge(fields, extra),
-            images: vec![Image {
-                mime: picture.kind.mime(),
-                data: picture.bytes,
-            }],
-        })
+        let output = ScreenshotOutput {
+            format: picture.kind.mime(),
+            width: picture.width,
+            height: picture.height,
+            bytes: picture.bytes.len(),
+            legend: picture.legend,
+            saved: save_path,
+        };
+        call.image(picture.kind.mime(), picture.bytes);
+        Ok(output)
+    }
+
+    fn outcome(output: &ScreenshotOutput) -> String {
+        format!("{} image", output.format)
     }
 }
 

@@ -1,16 +1,13 @@
 //! `browser_tabs`: list, open, switch and close the tabs of a session. Popups and
 //! `target=_blank` pages show up as tabs of the session that opened them.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::navigate::checked_url;
-use super::{Ctx, Tool, ToolOutput, session_name};
-use crate::browser::Destination;
+use super::{Call, Scope, SessionName, Tool};
+use crate::browser::{Arrival, Destination, TabInfo};
 use crate::error::{ToolError, ToolResult};
 
 const GUIDE: &str = "browser_tabs lists, opens (action=new, optional url), switches to and \
@@ -26,8 +23,10 @@ pub struct TabsArgs {
     /// URL to open in the new tab.
     pub url: Option<String>,
     /// Default "default".
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
 }
+
+shared_fields!(TabsArgs { session });
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -39,37 +38,49 @@ pub enum Action {
     Close,
 }
 
+/// The session's tabs after the action.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TabsOutput {
+    /// new with a url: how the page arrived.
+    #[serde(flatten)]
+    arrival: Option<Arrival>,
+    /// The active tab's id.
+    active: Option<String>,
+    tabs: Vec<TabInfo>,
+}
+
 pub struct Tabs;
 
 #[async_trait]
 impl Tool for Tabs {
     type Args = TabsArgs;
+    type Output = TabsOutput;
     const NAME: &'static str = "browser_tabs";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"action": "list"}"#;
+    const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str =
         "List, open (new, optional url), switch to, or close browser tabs by id.";
 
-    async fn run(&self, ctx: &Ctx, args: TabsArgs) -> ToolResult<ToolOutput> {
-        let mut session = ctx.browser.session(session_name(&args.session)).await?;
+    async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
+        let deadline = call.deadline();
+        let session = call.session().await?;
         let action = args.action.unwrap_or_default();
         if matches!(action, Action::Switch | Action::Close) {
             // The tab named may be a popup opened since the last call.
             session.sync_tabs().await?;
         }
-        let mut extra = json!({});
+        let mut arrival = None;
         match action {
             Action::List => {}
             Action::New => {
                 let url = args.url.as_deref().map(checked_url).transpose()?;
-                let timeout = Duration::from_millis(ctx.config.navigation_timeout_ms);
                 let previous = session.active_id().map(str::to_string);
                 let tab = session.open_tab("about:blank").await?;
                 if let Some(url) = url {
                     let id = tab.id.clone();
-                    match tab.navigate(Destination::Url(url), None, timeout).await {
-                        Ok(arrival) => {
-                            extra = json!({ "status": arrival.status, "ready": arrival.ready });
-                        }
+                    match tab.navigate(Destination::Url(url), None, deadline).await {
+                        Ok(arrived) => arrival = Some(arrived),
                         Err(error) => {
                             // A refused or failed `new` leaves the tabs as they were.
                             session.close_tab(&id).await?;
@@ -98,10 +109,10 @@ impl Tool for Tabs {
                 session.close_tab(&id).await?;
             }
         }
-        let tabs = session.list_tabs().await?;
-        extra["session"] = json!(session.name());
-        extra["active"] = json!(session.active_id());
-        extra["tabs"] = json!(tabs);
-        Ok(ToolOutput::json(extra))
+        Ok(TabsOutput {
+            arrival,
+            active: session.active_id().map(str::to_string),
+            tabs: session.list_tabs().await?,
+        })
     }
 }

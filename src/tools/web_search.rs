@@ -3,12 +3,11 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Tool, ToolOutput};
+use super::{Call, Scope, Tool};
 use crate::error::{ToolError, ToolResult};
-use crate::web::search::{BackendChoice, SearchRequest, TimeRange};
+use crate::web::search::{BackendChoice, SearchOutcome, SearchRequest, TimeRange};
 
 /// Bounds of `max_results`.
 const MAX_RESULTS: (usize, usize) = (1, 20);
@@ -25,6 +24,7 @@ pub struct WebSearchArgs {
     /// What to search for.
     pub query: String,
     /// 1–20 (default 5).
+    #[schemars(range(min = 1, max = 20))]
     pub max_results: Option<usize>,
     /// Default auto (failover across configured backends).
     pub backend: Option<BackendChoice>,
@@ -38,25 +38,47 @@ pub struct WebSearchArgs {
     pub include_domains: Option<Vec<String>>,
 }
 
+impl super::call::Shared for WebSearchArgs {}
+
+/// The hits, and which backends were tried.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WebSearchOutput {
+    #[serde(flatten)]
+    outcome: SearchOutcome,
+    /// Time the search took, failovers included.
+    search_time_ms: u64,
+}
+
 pub struct WebSearch;
 
 #[async_trait]
 impl Tool for WebSearch {
     type Args = WebSearchArgs;
+    type Output = WebSearchOutput;
     const NAME: &'static str = "web_search";
     const GUIDE: &'static str = GUIDE;
+    const EXAMPLE: &'static str = r#"{"query": "rust async runtime comparison", "max_results": 5}"#;
+    const SCOPE: Scope = Scope::Web;
     const DESCRIPTION: &'static str =
         "Search the web without a browser: title, url and snippet per result.";
 
-    async fn run(&self, ctx: &Ctx, args: WebSearchArgs) -> ToolResult<ToolOutput> {
+    async fn run(&self, call: &mut Call<'_>, args: WebSearchArgs) -> ToolResult<WebSearchOutput> {
         let backend = args.backend.unwrap_or_default();
         let request = request(args)?;
         let started = std::time::Instant::now();
-        let http = ctx.web.client.trusted();
-        let outcome = ctx.web.searcher.search(http, backend, &request).await?;
-        let mut value = json!(outcome);
-        value["search_time_ms"] = json!(started.elapsed().as_millis() as u64);
-        Ok(ToolOutput::json(value))
+        let web = &call.ctx.web;
+        let outcome = web
+            .searcher
+            .search(web.client.trusted(), backend, &request)
+            .await?;
+        Ok(WebSearchOutput {
+            outcome,
+            search_time_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    fn outcome(output: &WebSearchOutput) -> String {
+        format!("{} results", output.outcome.results.len())
     }
 }
 

@@ -7,8 +7,9 @@ pub mod page_fixtures;
 pub mod python;
 pub mod web_fixtures;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -341,11 +342,52 @@ pub async fn ok(tool: &str, args: Value) -> Value {
     ok_at(&harness().api, tool, args).await
 }
 
-/// `ok` on another service.
+/// `ok` on another service. Every successful result is also checked against the result schema
+/// the service publishes for the tool.
 pub async fn ok_at(api: &str, tool: &str, args: Value) -> Value {
     let (status, body) = call_at(api, tool, args.clone()).await;
     assert_eq!(status, 200, "{tool} {args} failed: {body:#}");
+    conforms(api, tool, &body).await;
     body
+}
+
+/// Asserts that `result` of `tool` matches the result schema of `/api/openapi.json`.
+pub async fn conforms(api: &str, tool: &str, result: &Value) {
+    let schema = result_schema(api, tool).await;
+    let validator = jsonschema::draft202012::new(&schema)
+        .unwrap_or_else(|e| panic!("{tool}: the published result schema is invalid: {e}"));
+    let problems: Vec<String> = validator
+        .iter_errors(result)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{tool}: the result does not match its published schema: {problems:#?}\n{result:#}"
+    );
+}
+
+/// The published result schema of `tool` (the API description is read once per service).
+pub async fn result_schema(api: &str, tool: &str) -> Value {
+    static DESCRIPTIONS: Mutex<Option<HashMap<String, Value>>> = Mutex::new(None);
+    let known = DESCRIPTIONS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .get(api)
+        .cloned();
+    let description = match known {
+        Some(description) => description,
+        None => {
+            let fetched = get_json(&format!("{api}/api/openapi.json")).await;
+            let mut cache = DESCRIPTIONS.lock().unwrap();
+            let cache = cache.get_or_insert_with(HashMap::new);
+            cache.insert(api.to_string(), fetched.clone());
+            fetched
+        }
+    };
+    let schema = description["components"]["schemas"][format!("{tool}_result")].clone();
+    assert!(schema.is_object(), "no result schema for {tool}");
+    schema
 }
 
 /// Calls a tool and asserts it failed with `code`.

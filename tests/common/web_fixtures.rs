@@ -2,7 +2,7 @@
 //! (captured responses from `fixtures/search/`, chosen failures keyed by the query), and pages
 //! that exercise the guarded client (charsets, huge and slow bodies, redirects, content types).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -496,6 +496,76 @@ pub fn crawl_routes() -> Router<super::Sites> {
     Router::new()
         .route("/crawl/page/{n}", get(crawl_page))
         .route("/crawl/slow", get(crawl_slow))
+        .route("/crawl/shell/{n}", get(crawl_shell))
+        .route("/crawl/shell-data/{n}", get(crawl_shell_data))
+}
+
+/// One request to a JavaScript-shell page or its data, as the server saw it.
+#[derive(Debug, Clone)]
+pub struct ShellRequest {
+    pub path: String,
+    pub cookie: String,
+    /// A browser navigation (`Sec-Fetch-Mode: navigate`), not the HTTP client's GET.
+    pub navigation: bool,
+    /// When the request arrived, and when its response was sent.
+    pub arrived: Instant,
+    pub answered: Instant,
+}
+
+pub static SHELL_REQUESTS: std::sync::Mutex<Vec<ShellRequest>> = std::sync::Mutex::new(Vec::new());
+
+fn record_shell_request(path: String, headers: &HeaderMap, arrived: Instant) {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &axum::http::HeaderValue| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    SHELL_REQUESTS.lock().unwrap().push(ShellRequest {
+        path,
+        cookie: header(header::COOKIE.as_str()),
+        navigation: header("sec-fetch-mode") == "navigate",
+        arrived,
+        answered: Instant::now(),
+    });
+}
+
+/// A single-page-app shell, built like a real one: an empty root, a script that fetches its
+/// data and renders about 300 ms later. The server sets a cookie on the page, the script sets
+/// another and shows the cookies it found: a shared cookie jar would show (and send) them.
+async fn crawl_shell(headers: HeaderMap, Path(n): Path<u32>) -> Response {
+    record_shell_request(format!("/crawl/shell/{n}"), &headers, Instant::now());
+    let page = format!(
+        r#"<!doctype html><html><head><title>Shell {n}</title></head><body>
+<div id="root"></div>
+<script>
+  const before = document.cookie || "none";
+  document.cookie = "rendered_by=shell-{n}; path=/";
+  setTimeout(async () => {{
+    const data = await (await fetch("/crawl/shell-data/{n}")).json();
+    document.getElementById("root").innerHTML =
+      "<article><h1>" + data.title + "</h1><p>" + data.text + "</p><p>Cookies before: " + before + ".</p></article>";
+  }}, 300);
+</script></body></html>"#
+    );
+    let mut response = html(StatusCode::OK, page);
+    if let Ok(value) = format!("visit=shell-{n}; Path=/").parse() {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// The shell's data, after 100 ms (a real API takes a while too).
+async fn crawl_shell_data(headers: HeaderMap, Path(n): Path<u32>) -> Response {
+    let arrived = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    record_shell_request(format!("/crawl/shell-data/{n}"), &headers, arrived);
+    let text = format!(
+        "Rendered page number {n}: this article text exists only after the script ran, so only \
+         a browser can read it, and it is long enough to count as the page's main content."
+    );
+    Json(json!({ "title": format!("Rendered {n}"), "text": text })).into_response()
 }
 
 fn crawl_load(host: &str, change: isize) {

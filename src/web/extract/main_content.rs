@@ -2,11 +2,12 @@
 //! and its metadata; `prune` then removes the boilerplate Readability keeps inside it.
 
 use dom_smoothie::{Config, Readability, TextMode};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use url::Url;
 
 /// Article metadata found alongside the main content.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Article {
     pub title: String,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use dom_query::{Document, Selection};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::{Extracted, normalize_whitespace};
@@ -19,7 +20,7 @@ pub struct FullPage {
 }
 
 /// An outline of the page: what `extract=structured` returns beside its paragraphs.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Structured {
     /// `<meta name|property=… content=…>` pairs, first value kept.
     pub meta: BTreeMap<String, String>,
@@ -27,7 +28,7 @@ pub struct Structured {
     pub paragraphs: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Heading {
     pub level: u8,
     pub text: String,

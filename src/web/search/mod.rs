@@ -17,9 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::config::SearchConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
-/// Backend names, as configured and as `backend` accepts them.
-pub const BACKENDS: [&str; 4] = ["duckduckgo", "searxng", "tavily", "brave"];
-
 /// Which backend to ask.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -70,7 +67,7 @@ impl SearchRequest {
 }
 
 /// One result, plain text.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct SearchHit {
     pub title: String,
     pub url: String,
@@ -80,14 +77,14 @@ pub struct SearchHit {
 }
 
 /// A backend that was tried (or skipped) and why it gave nothing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FailedBackend {
     pub name: &'static str,
     pub reason: String,
 }
 
 /// What web_search returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SearchOutcome {
     pub query: String,
     pub results: Vec<SearchHit>,
@@ -283,7 +280,7 @@ impl Searcher {
         self.config
             .order
             .iter()
-            .filter_map(|name| BACKENDS.iter().copied().find(|b| b == name))
+            .map(|backend| backend.name())
             .filter(|name| self.configured(name).is_ok())
             .collect()
     }

@@ -2,6 +2,7 @@
 //! the next slice. Nothing is cut silently: a slice that stops early says `truncated` and
 //! carries `next_cursor`.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::error::{ToolError, ToolResult};
@@ -13,9 +14,11 @@ pub const CHARS_PER_TOKEN: usize = 4;
 pub const DEFAULT_MAX_TOKENS: usize = 4_000;
 
 /// One slice of a longer output.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Slice {
+    /// This slice.
     pub content: String,
+    /// More follows: pass `next_cursor` back as `cursor`.
     pub truncated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
@@ -69,6 +72,17 @@ pub fn slice_text(text: &str, max_tokens: usize, cursor: Option<&str>) -> ToolRe
         truncated: true,
         next_cursor: Some(format!("C{}", start + cut)),
     })
+}
+
+/// The token budget a call asked for (`max_tokens`), or the default: at least 1, however large.
+pub fn budget(max_tokens: Option<usize>) -> ToolResult<usize> {
+    match max_tokens {
+        Some(0) => Err(ToolError::invalid(
+            "field `max_tokens` must be at least 1 (omit it for the default of 4000)",
+        )),
+        Some(tokens) => Ok(tokens),
+        None => Ok(DEFAULT_MAX_TOKENS),
+    }
 }
 
 /// The budget in characters; any `max_tokens` a client sends is valid, however large.

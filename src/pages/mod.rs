@@ -1,0 +1,248 @@
+//! Reading one web page as a service: a guarded HTTP GET, sniffing what came back, main-content
+//! extraction and Markdown, paging to a token budget — and a browser render when HTTP alone
+//! cannot show the page (a JavaScript shell, an empty body, a challenge page), saying so.
+//!
+//! `open_web_page` and the crawler both read pages here, with the same `PageOptions`. Each
+//! browser render runs in a scratch session of its own (own cookies, closed after), at most
+//! `crawl.browser_parallel` at once across all callers.
+
+pub mod paging;
+mod sniff;
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use url::Url;
+
+use crate::browser::{BrowserService, Destination, Form, Scope};
+use crate::config::Config;
+use crate::error::{ToolError, ToolResult};
+use crate::web::client::Fetched;
+use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
+use crate::web::{WebService, shell};
+use paging::slice_text;
+use sniff::ContentClass;
+
+/// How to read a page: what to extract, in which format, by which route, how much at once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PageOptions {
+    #[serde(default)]
+    pub extract: ExtractKind,
+    #[serde(default)]
+    pub format: TextFormat,
+    #[serde(default)]
+    pub mode: FetchMode,
+    /// Token budget of one slice; the default when absent.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// Where the slice starts (`next_cursor` of the previous slice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// Which route reads the page: `auto` is HTTP, and the browser only when the page needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchMode {
+    #[default]
+    Auto,
+    Http,
+    Browser,
+}
+
+/// Which route produced a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    Http,
+    Browser,
+}
+
+/// One page read: a slice of its content and what is known of it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Page {
+    /// The URL asked for.
+    pub url: String,
+    /// Where redirects ended.
+    pub final_url: String,
+    /// HTTP status of the document, when known.
+    pub status: Option<u16>,
+    pub title: String,
+    /// This slice of the content.
+    pub content: String,
+    /// Characters of the whole content.
+    pub content_length: usize,
+    /// More content follows (`next_cursor`), or the body was cut at the size limit.
+    pub truncated: bool,
+    pub next_cursor: Option<String>,
+    pub via: Via,
+    pub extract: ExtractKind,
+    pub format: TextFormat,
+    /// Why the browser rendered the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The HTTP body was longer than the configured limit and was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_truncated: Option<bool>,
+    /// Article metadata (extract=main).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub article: Option<Article>,
+    /// Meta tags and headings (extract=structured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Structured>,
+}
+
+/// A page's text as one of the two routes produced it.
+struct Loaded {
+    final_url: Url,
+    status: Option<u16>,
+    extracted: Extracted,
+    via: Via,
+    why: Option<String>,
+    body_truncated: bool,
+}
+
+/// The page reader: HTTP client, browser and the render limit.
+pub struct Pages {
+    config: Arc<Config>,
+    browser: Arc<BrowserService>,
+    web: Arc<WebService>,
+    renders: Semaphore,
+}
+
+impl Pages {
+    pub fn new(config: Arc<Config>, browser: Arc<BrowserService>, web: Arc<WebService>) -> Self {
+        let renders = Semaphore::new(config.crawl.browser_parallel);
+        Self {
+            config,
+            browser,
+            web,
+            renders,
+        }
+    }
+
+    /// Loads, extracts and pages one URL.
+    pub async fn open(&self, url: &str, options: &PageOptions) -> ToolResult<Page> {
+        let url = Url::parse(url.trim())
+            .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
+        self.web.client.policy().check_url(&url)?;
+        let budget = paging::budget(options.max_tokens)?;
+        let (kind, format) = (options.extract, options.format);
+        let loaded = match options.mode {
+            FetchMode::Browser => self.render(&url, kind, format, None).await?,
+            mode => {
+                let fetched = self.web.client.get(&url).await?;
+                match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
+                    Ok(loaded) => loaded,
+                    Err(why) => self.render(&url, kind, format, Some(why)).await?,
+                }
+            }
+        };
+        let slice = slice_text(&loaded.extracted.content, budget, options.cursor.as_deref())?;
+        Ok(Page {
+            url: url.to_string(),
+            final_url: loaded.final_url.to_string(),
+            status: loaded.status,
+            title: loaded.extracted.title,
+            content_length: loaded.extracted.content.chars().count(),
+            content: slice.content,
+            truncated: slice.truncated || loaded.body_truncated,
+            next_cursor: slice.next_cursor,
+            via: loaded.via,
+            extract: kind,
+            format,
+            why: loaded.why,
+            body_truncated: loaded.body_truncated.then_some(true),
+            article: loaded.extracted.article,
+            structured: loaded.extracted.structured,
+        })
+    }
+
+    /// Renders `url` in a scratch session of its own and extracts from the live DOM.
+    async fn render(
+        &self,
+        url: &Url,
+        kind: ExtractKind,
+        format: TextFormat,
+        why: Option<String>,
+    ) -> ToolResult<Loaded> {
+        self.web.client.check_target(url).await?;
+        let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
+        let _turn = self
+            .renders
+            .acquire()
+            .await
+            .map_err(|_| ToolError::internal("the render limit was closed"))?;
+        let mut session = self.browser.scratch_session("render").await?;
+        let rendered = async {
+            let tab = session.open_tab("about:blank").await?;
+            let arrival = tab
+                .navigate(Destination::Url(url.to_string()), None, timeout)
+                .await?;
+            let html = tab.content(&Scope::Page, Form::Html).await?;
+            let final_url = Url::parse(&tab.url().await).unwrap_or_else(|_| url.clone());
+            Ok::<_, ToolError>((arrival.status, html, final_url))
+        }
+        .await;
+        // Closed whatever happened: no render leaves a context, a tab or a cookie behind.
+        session.discard().await;
+        let (status, html, final_url) = rendered?;
+        let base = final_url.clone();
+        let extracted =
+            tokio::task::spawn_blocking(move || extract::extract(&html, &base, kind, format))
+                .await
+                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        Ok(Loaded {
+            final_url,
+            status: status.and_then(|s| u16::try_from(s).ok()),
+            extracted,
+            via: Via::Browser,
+            why: Some(why.unwrap_or_else(|| "mode=browser".into())),
+            body_truncated: false,
+        })
+    }
+}
+
+/// Extracts from an HTTP response; `Err(why)` when `escalate` and the page needs a browser.
+async fn from_http(
+    fetched: Fetched,
+    kind: ExtractKind,
+    format: TextFormat,
+    escalate: bool,
+) -> ToolResult<Result<Loaded, String>> {
+    let mime = fetched.mime();
+    let loaded = |extracted| Loaded {
+        final_url: fetched.final_url.clone(),
+        status: Some(fetched.status),
+        extracted,
+        via: Via::Http,
+        why: None,
+        body_truncated: fetched.truncated,
+    };
+    let html = match sniff::content_class(&mime, &fetched.body) {
+        ContentClass::Html => fetched.text(true),
+        ContentClass::Text => {
+            return Ok(Ok(loaded(Extracted {
+                content: fetched.text(false),
+                ..Extracted::default()
+            })));
+        }
+        ContentClass::Binary => return Err(sniff::not_a_page(&fetched.final_url, &mime)),
+    };
+    let base = fetched.final_url.clone();
+    let (extracted, why) = tokio::task::spawn_blocking(move || {
+        let why = escalate.then(|| shell::needs_browser(&html)).flatten();
+        let extracted = why
+            .is_none()
+            .then(|| extract::extract(&html, &base, kind, format));
+        (extracted, why)
+    })
+    .await
+    .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+    Ok(match (extracted, why) {
+        (Some(extracted), _) => Ok(loaded(extracted)),
+        (None, why) => Err(why.unwrap_or_default()),
+    })
+}

@@ -1,0 +1,408 @@
+//! The one wrapper every tool call goes through, whatever the front: arguments parsed into the
+//! tool's type (errors name the field), the session name chosen and checked (the default lives
+//! here only), the session opened when the tool first needs it, the tab and the deadline
+//! resolved by one rule, a tracing span with session and tab, and the reply built from the
+//! typed output plus `session`/`tab`/`url`/`title` (browser tools) and `elapsed_ms`.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::{Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
+use crate::browser::{SessionGuard, Tab};
+use crate::error::{ToolError, ToolResult};
+use crate::metrics::Metrics;
+
+/// Name of the session used when neither the call nor its front names one.
+pub const DEFAULT_SESSION: &str = "default";
+/// Bounds of every `timeout_ms`.
+const TIMEOUT_RANGE_MS: (u64, u64) = (100, 120_000);
+/// Longest session name; names become folder names (downloads) and metric labels.
+const MAX_SESSION_NAME: usize = 64;
+
+/// Checks a session name: 1–64 letters, digits or `- _ . : @`.
+pub fn check_session_name(name: &str) -> ToolResult<()> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_SESSION_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c));
+    if valid {
+        Ok(())
+    } else {
+        Err(ToolError::invalid(format!(
+            "field `session`: {name:?} is not a session name (1-{MAX_SESSION_NAME} letters, digits or - _ . : @)"
+        ))
+        .with_hint("name the session with letters, digits and dashes, or omit it for the default"))
+    }
+}
+
+// The types of the shared fields, for their bounds in the schema. (Plain comments: a doc
+// comment would repeat itself in every tool's schema.)
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionName(
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:@-]+$"))] pub String,
+);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TimeoutMs(#[schemars(range(min = 100, max = 120_000))] pub u64);
+
+/// The fields of a tool's arguments that `Call` resolves, the same way for every tool.
+pub trait Shared {
+    fn session(&self) -> Option<&str> {
+        None
+    }
+    fn tab(&self) -> Option<&str> {
+        None
+    }
+    fn timeout_ms(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// `impl Shared` for an args struct from the shared fields it declares:
+/// `shared_fields!(ReadArgs { session, tab });`.
+macro_rules! shared_fields {
+    ($args:ty { $($field:ident),* }) => {
+        impl $crate::tools::call::Shared for $args {
+            $( shared_fields!(@ $field); )*
+        }
+    };
+    (@ session) => {
+        fn session(&self) -> Option<&str> {
+            self.session.as_ref().map(|name| name.0.as_str())
+        }
+    };
+    (@ tab) => {
+        fn tab(&self) -> Option<&str> {
+            self.tab.as_deref()
+        }
+    };
+    (@ timeout_ms) => {
+        fn timeout_ms(&self) -> Option<u64> {
+            self.timeout_ms.as_ref().map(|ms| ms.0)
+        }
+    };
+}
+
+/// One tool call in progress: what the tool may ask of its surroundings.
+pub struct Call<'a> {
+    pub ctx: &'a Ctx,
+    session_name: String,
+    requested_tab: Option<String>,
+    deadline: Duration,
+    guard: Option<SessionGuard>,
+    /// The tab the call worked in, named in the reply.
+    used_tab: Option<String>,
+    images: Vec<Image>,
+}
+
+impl<'a> Call<'a> {
+    /// The time limit of the call (`timeout_ms`, or the tool's default).
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// The call's browser session, opened (and its command lock taken) on first use.
+    pub async fn session(&mut self) -> ToolResult<&mut SessionGuard> {
+        let guard = match self.guard.take() {
+            Some(guard) => guard,
+            None => self.ctx.browser.session(&self.session_name).await?,
+        };
+        Ok(self.guard.insert(guard))
+    }
+
+    /// The tab the call names (`tab`), or the session's active tab (opened if there is none).
+    pub async fn tab(&mut self) -> ToolResult<&mut Tab> {
+        let requested = self.requested_tab.clone();
+        let session = self.session().await?;
+        let id = session
+            .tab_or_active(requested.as_deref())
+            .await?
+            .id
+            .clone();
+        self.use_tab(&id)
+    }
+
+    /// A new tab, which becomes the active one and the call's tab.
+    pub async fn new_tab(&mut self) -> ToolResult<&mut Tab> {
+        let id = self
+            .session()
+            .await?
+            .open_tab("about:blank")
+            .await?
+            .id
+            .clone();
+        self.use_tab(&id)
+    }
+
+    /// Makes tab `id` of the open session the one the reply names.
+    pub fn use_tab(&mut self, id: &str) -> ToolResult<&mut Tab> {
+        tracing::Span::current().record("tab", id);
+        self.used_tab = Some(id.to_string());
+        let guard = self
+            .guard
+            .as_mut()
+            .ok_or_else(|| ToolError::internal("no session is open in this call"))?;
+        guard.tab(id)
+    }
+
+    /// Adds an image to the result, for fronts that show images.
+    pub fn image(&mut self, mime: &'static str, data: Vec<u8>) {
+        self.images.push(Image { mime, data });
+    }
+
+    /// Where the call ran: the session, and the tab it used (else the active one) with its
+    /// URL and title, when the session was opened and the tab is still there.
+    async fn place(&mut self) -> Place {
+        let mut place = Place {
+            session: self.session_name.clone(),
+            tab: None,
+            url: None,
+            title: None,
+        };
+        let Some(guard) = self.guard.as_mut() else {
+            return place;
+        };
+        let id = self
+            .used_tab
+            .clone()
+            .or_else(|| guard.active_id().map(str::to_string));
+        if let Some(tab) = id.and_then(|id| guard.tab(&id).ok()) {
+            place.tab = Some(tab.id.clone());
+            place.url = Some(tab.url().await);
+            place.title = Some(tab.title().await);
+        }
+        place
+    }
+}
+
+/// Where a browser call ran; every browser tool's result starts with these fields.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Place {
+    /// The browser session the call ran in.
+    pub session: String,
+    /// The tab the call acted in (or the active tab).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tab: Option<String>,
+    /// That tab's URL after the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// That tab's title after the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// A browser tool's result.
+#[derive(Serialize, JsonSchema)]
+struct BrowserReply<O> {
+    #[serde(flatten)]
+    place: Place,
+    #[serde(flatten)]
+    output: O,
+    /// Time the call took, in milliseconds.
+    elapsed_ms: u64,
+}
+
+/// A web or task tool's result.
+#[derive(Serialize, JsonSchema)]
+struct Reply<O> {
+    #[serde(flatten)]
+    output: O,
+    /// Time the call took, in milliseconds.
+    elapsed_ms: u64,
+}
+
+/// The published schema of tool `T`'s successful result.
+pub(super) fn output_schema<T: Tool>() -> Value {
+    match T::SCOPE {
+        Scope::Browser => schema::output::<BrowserReply<T::Output>>(),
+        Scope::Web | Scope::Task => schema::output::<Reply<T::Output>>(),
+    }
+}
+
+/// The object-safe face of a `Tool`, as the registry stores it.
+#[async_trait]
+pub(super) trait DynTool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn spec(&self) -> ToolSpec;
+    async fn call(
+        &self,
+        ctx: &Ctx,
+        metrics: &Metrics,
+        args: Value,
+        session: Option<&str>,
+    ) -> ToolResult<ToolOutput>;
+}
+
+#[async_trait]
+impl<T: Tool> DynTool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::of::<T>()
+    }
+
+    async fn call(
+        &self,
+        ctx: &Ctx,
+        metrics: &Metrics,
+        args: Value,
+        session: Option<&str>,
+    ) -> ToolResult<ToolOutput> {
+        let span = tracing::info_span!("tool", tool = T::NAME, session = Empty, tab = Empty);
+        let started = Instant::now();
+        let result = respond(self, ctx, args, session, started)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed();
+        let elapsed_ms = elapsed.as_millis() as u64;
+        let _entered = span.enter();
+        let outcome = match &result {
+            Ok(_) => {
+                tracing::info!(elapsed_ms, "tool call done");
+                "ok".to_string()
+            }
+            Err(e) => {
+                tracing::info!(elapsed_ms, code = ?e.code, "tool call failed");
+                e.code.name()
+            }
+        };
+        metrics.record(T::NAME, &outcome, elapsed.as_secs_f64());
+        result
+    }
+}
+
+/// The steps of one call, inside its span.
+async fn respond<T: Tool>(
+    tool: &T,
+    ctx: &Ctx,
+    args: Value,
+    session: Option<&str>,
+    started: Instant,
+) -> ToolResult<ToolOutput> {
+    let args = parse_args::<T::Args>(T::NAME, args)?;
+    let session_name = args
+        .session()
+        .or(session.filter(|s| !s.is_empty()))
+        .unwrap_or(DEFAULT_SESSION)
+        .to_string();
+    if T::SCOPE == Scope::Browser {
+        check_session_name(&session_name)?;
+        tracing::Span::current().record("session", session_name.as_str());
+    }
+    let default_ms = T::DEFAULT_TIMEOUT_MS.unwrap_or(ctx.config.navigation_timeout_ms);
+    let mut call = Call {
+        ctx,
+        session_name,
+        requested_tab: args.tab().map(str::to_string),
+        deadline: deadline(args.timeout_ms(), default_ms)?,
+        guard: None,
+        used_tab: None,
+        images: Vec::new(),
+    };
+    let output = tool.run(&mut call, args).await?;
+    let outcome = T::outcome(&output);
+    let json = match T::SCOPE {
+        Scope::Browser => {
+            let place = call.place().await;
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            to_object(&BrowserReply {
+                place,
+                output,
+                elapsed_ms,
+            })?
+        }
+        Scope::Web | Scope::Task => to_object(&Reply {
+            output,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })?,
+    };
+    Ok(ToolOutput {
+        json,
+        images: call.images,
+        outcome,
+    })
+}
+
+fn to_object(reply: &impl Serialize) -> ToolResult<Value> {
+    match serde_json::to_value(reply) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Ok(Value::Object(Map::new())),
+        Err(e) => Err(ToolError::internal(format!(
+            "cannot encode the result: {e}"
+        ))),
+    }
+}
+
+/// `timeout_ms` if given and within bounds, else the default: one rule for every tool.
+fn deadline(requested: Option<u64>, default_ms: u64) -> ToolResult<Duration> {
+    let (min, max) = TIMEOUT_RANGE_MS;
+    match requested {
+        Some(ms) if !(min..=max).contains(&ms) => Err(ToolError::invalid(format!(
+            "field `timeout_ms` must be between {min} and {max}, got {ms}"
+        ))),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+        None => Ok(Duration::from_millis(default_ms)),
+    }
+}
+
+/// Parses arguments, naming the offending field in the error.
+fn parse_args<A: DeserializeOwned>(tool: &str, args: Value) -> ToolResult<A> {
+    let args = match args {
+        Value::Null => Value::Object(Map::new()),
+        other => other,
+    };
+    if !args.is_object() {
+        return Err(ToolError::invalid(format!(
+            "arguments of {tool} must be a JSON object"
+        )));
+    }
+    serde_path_to_error::deserialize(args).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner().to_string();
+        let message = if path == "." {
+            format!("{tool}: {inner}")
+        } else {
+            format!("{tool}: field `{path}`: {inner}")
+        };
+        ToolError::invalid(message)
+            .with_hint(format!("GET /api/tools shows the parameters of {tool}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_timeout_rule() {
+        assert_eq!(deadline(None, 15_000).unwrap(), Duration::from_secs(15));
+        assert_eq!(deadline(Some(100), 1).unwrap(), Duration::from_millis(100));
+        for bad in [0, 99, 120_001] {
+            let error = deadline(Some(bad), 15_000).unwrap_err();
+            assert!(
+                error.message.contains("between 100 and 120000"),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn session_names_are_checked() {
+        for good in ["default", "mcp-1", "user@site.example", "a:b_c"] {
+            assert!(check_session_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "../x", &"x".repeat(65), "naïve"] {
+            assert!(check_session_name(bad).is_err(), "{bad}");
+        }
+    }
+}
