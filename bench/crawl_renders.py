@@ -37,8 +37,11 @@ def serve_shells(folder: str) -> str:
             page.write(SHELL.format(n=n))
         with open(os.path.join(folder, f"data-{n}.json"), "w") as data:
             json.dump({"title": f"Rendered {n}", "text": f"Page {n}: text that exists only after the script ran. " * 4}, data)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=folder)
-    handler.log_message = lambda *args: None
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=folder)
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

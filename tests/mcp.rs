@@ -66,6 +66,10 @@ async fn check(report: &Value) {
         "browser_interact",
         "browser_screenshot",
         "browser_tabs",
+        "browser_cookies",
+        "open_web_page",
+        "crawl_batch",
+        "crawl_status",
     ] {
         assert!(checked.contains(tool), "{tool} not checked: {report:#}");
     }

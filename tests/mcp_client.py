@@ -95,6 +95,16 @@ async def scenario(session, spa_url):
     report["session"] = json.loads(text_of(again)).get("session")
     shared = await session.call_tool("browser_tabs", {"action": "list", "session": "shared-on-purpose"})
     report["explicit_session"] = json.loads(text_of(shared)).get("session")
+    # The tools without a browser session too: their structured content is checked the same way.
+    await session.call_tool("browser_cookies", {"action": "list"})
+    await session.call_tool("open_web_page", {"url": spa_url, "max_tokens": 200})
+    crawl = await session.call_tool("crawl_batch", {"urls": [spa_url], "mode": "http", "max_tokens": 50})
+    task = json.loads(text_of(crawl))["task_id"]
+    for _ in range(600):
+        status = await session.call_tool("crawl_status", {"task_id": task})
+        if json.loads(text_of(status))["status"] in ("completed", "failed"):
+            break
+        await asyncio.sleep(0.05)
     report["structured"] = session.structured
     return report
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{call_at, client, harness};
+use common::{call_at, client, get_json, harness};
 use serde_json::{Value, json};
 
 async fn post_raw(path: &str, body: &'static str) -> (u16, Value) {
@@ -230,4 +230,39 @@ async fn metrics_count_the_calls_made() {
     assert!(samples["webpilot_tool_call_duration_seconds_count{tool=\"crawl_status\"}"] >= 2.0);
     assert!(samples.contains_key("webpilot_browser_sessions"));
     assert!(samples.contains_key("webpilot_browser_restarts_total"));
+}
+
+/// `webpilot skill` describes every tool with an example call its argument schema accepts, and
+/// every error code with its hint.
+#[tokio::test]
+async fn the_skill_file_covers_every_tool_with_a_valid_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("skill")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let skill = String::from_utf8(output.stdout).unwrap();
+    let front_matter = skill.strip_prefix("---\nname: webpilot\ndescription: ").unwrap();
+    assert!(front_matter.split_once("\n---\n").is_some(), "{skill}");
+    let description = get_json(&format!("{}/api/openapi.json", harness().api)).await;
+    let tools = get_json(&format!("{}/api/tools", harness().api)).await;
+    for tool in tools.as_array().unwrap() {
+        let name = tool["function"]["name"].as_str().unwrap();
+        let call = format!("webpilot call {name} '");
+        let example = skill
+            .lines()
+            .find_map(|line| line.strip_prefix(&call))
+            .and_then(|rest| rest.strip_suffix('\''))
+            .unwrap_or_else(|| panic!("no example for {name}:\n{skill}"));
+        let example: Value = serde_json::from_str(example).unwrap();
+        let schema = &description["components"]["schemas"][format!("{name}_arguments")];
+        let validator = jsonschema::draft202012::new(schema).unwrap();
+        assert!(validator.is_valid(&example), "{name}: {example} does not fit {schema:#}");
+    }
+    for code in ["INVALID_ARGUMENT", "STALE_REF", "BLOCKED_URL", "TIMEOUT"] {
+        assert!(skill.contains(&format!("- `{code}`: ")), "{code} missing");
+    }
 }

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::{Registry, Scope};
+use crate::config::DEFAULT_PORT;
 use crate::error::ErrorCode;
 
 const DESCRIPTION: &str = "Browse and read the web from the command line: open JavaScript \
@@ -15,10 +16,9 @@ login, a screenshot or a web search.";
 
 /// The SKILL.md text.
 pub fn skill(registry: &Registry) -> String {
-    let mut text = format!(
-        "---\nname: webpilot\ndescription: {DESCRIPTION}\n---\n\n# webpilot\n\n{}",
-        USAGE
-    );
+    let usage = USAGE.replace("{port}", &DEFAULT_PORT.to_string());
+    let mut text =
+        format!("---\nname: webpilot\ndescription: {DESCRIPTION}\n---\n\n# webpilot\n\n{usage}");
     let _ = writeln!(text, "\n## Tools\n");
     for spec in registry.specs() {
         let scope = match spec.scope {
@@ -47,7 +47,7 @@ const USAGE: &str = "\
 `webpilot call TOOL 'JSON'` runs one tool and prints its result as JSON (`-o FILE` writes an \
 image a tool returns, such as a screenshot). Each `webpilot call` starts its own browser, so a \
 session lives for one command; for several steps on one page (open, read, click), run the service \
-once (`webpilot serve`) and POST the same JSON to `http://127.0.0.1:8080/api/tools/TOOL` with a \
+once (`webpilot serve`) and POST the same JSON to `http://127.0.0.1:{port}/api/tools/TOOL` with a \
 header `X-Webpilot-Session: NAME`, or connect over MCP (`webpilot mcp`).
 
 - Read a page: `browser_navigate` with `target`, then `browser_read` (`mode=markdown` for text, \
