@@ -124,17 +124,14 @@ fn main() -> ExitCode {
 async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve => serve(config).await,
+        // Both print what the tools' types say: no service (browser, crawl database) is started.
         Command::Tools => {
-            let app = App::new(config)?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(app.registry.definitions())?
-            );
+            let definitions = webpilot::tools::definitions(&webpilot::tools::specs());
+            println!("{}", serde_json::to_string_pretty(&definitions)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Skill => {
-            let app = App::new(config)?;
-            print!("{}", webpilot::tools::skill(&app.registry));
+            print!("{}", webpilot::tools::skill(&webpilot::tools::specs()));
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
@@ -274,13 +271,11 @@ async fn crawl(
     }
     bar.finish_and_clear();
     let report = app.crawler.status(&id).map_err(failed)?;
+    let results = report.results.iter().map(serde_json::to_string);
+    let errors = report.errors.iter().map(serde_json::to_string);
     let mut lines = String::new();
-    for item in &report.results {
-        lines.push_str(&serde_json::to_string(item)?);
-        lines.push('\n');
-    }
-    for item in &report.errors {
-        lines.push_str(&serde_json::to_string(item)?);
+    for line in results.chain(errors) {
+        lines.push_str(&line?);
         lines.push('\n');
     }
     match output {

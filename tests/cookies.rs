@@ -107,6 +107,10 @@ async fn an_exported_login_survives_a_restart() {
     )
     .await;
     assert_eq!(status, 200, "{saved:#}");
+    assert_eq!(
+        saved["action"], "export",
+        "results name their action: {saved:#}"
+    );
     assert_eq!(saved["http_only"], 1, "{saved:#}");
     let file = std::path::Path::new(saved["saved"].as_str().unwrap());
     let mode =
@@ -123,6 +127,7 @@ async fn an_exported_login_survives_a_restart() {
         )
         .await;
         assert_eq!(status, 200, "{result:#}");
+        assert_eq!(result["action"], "ensure_login", "{result:#}");
         assert_eq!(result["logged_in"], true, "{result:#}");
     }
     stop(second);

@@ -245,7 +245,9 @@ async fn the_skill_file_covers_every_tool_with_a_valid_example() {
         .unwrap();
     assert!(output.status.success());
     let skill = String::from_utf8(output.stdout).unwrap();
-    let front_matter = skill.strip_prefix("---\nname: webpilot\ndescription: ").unwrap();
+    let front_matter = skill
+        .strip_prefix("---\nname: webpilot\ndescription: ")
+        .unwrap();
     assert!(front_matter.split_once("\n---\n").is_some(), "{skill}");
     let description = get_json(&format!("{}/api/openapi.json", harness().api)).await;
     let tools = get_json(&format!("{}/api/tools", harness().api)).await;
@@ -260,7 +262,10 @@ async fn the_skill_file_covers_every_tool_with_a_valid_example() {
         let example: Value = serde_json::from_str(example).unwrap();
         let schema = &description["components"]["schemas"][format!("{name}_arguments")];
         let validator = jsonschema::draft202012::new(schema).unwrap();
-        assert!(validator.is_valid(&example), "{name}: {example} does not fit {schema:#}");
+        assert!(
+            validator.is_valid(&example),
+            "{name}: {example} does not fit {schema:#}"
+        );
     }
     for code in ["INVALID_ARGUMENT", "STALE_REF", "BLOCKED_URL", "TIMEOUT"] {
         assert!(skill.contains(&format!("- `{code}`: ")), "{code} missing");

@@ -429,7 +429,7 @@ fn summarize(name: &str, arguments: &Value, result: &ToolResult<ToolOutput>) -> 
         .unwrap_or_default();
     let outcome = match result {
         Err(error) => format!("error {}", error.code.name()),
-        Ok(output) => output.outcome.clone(),
+        Ok(output) => output.summary.clone(),
     };
     format!("{name}{subject} → {outcome}")
 }

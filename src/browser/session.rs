@@ -99,7 +99,6 @@ impl BrowserService {
     }
 
     async fn take(&self, session: Arc<Session>) -> ToolResult<SessionGuard> {
-        let name = session.name.clone();
         session.touch();
         let mut state = session.state.clone().lock_owned().await;
         let browser = self.pool.current().await?;
@@ -117,44 +116,60 @@ impl BrowserService {
                         .create_browser_context(CreateBrowserContextParams::default()),
                 )
                 .await?;
-            self.allow_downloads(&browser, &context, &name).await?;
-            state.context = Some(context);
+            // Kept before anything else can fail, so that `dispose` closes it whatever happens.
+            state.context = Some(context.clone());
             state.browser = Some(browser.clone());
+            self.set_downloads(&browser, &context, &session).await?;
         }
         Ok(SessionGuard {
             session,
             state,
             browser,
             max_tabs: self.config.max_tabs_per_session,
+            discarded: false,
         })
     }
 
-    /// Lets the session's pages download into `<data dir>/downloads/<session>/` and report it.
-    async fn allow_downloads(
+    /// Lets a session's pages download into `<data dir>/downloads/<session>/` and report it; a
+    /// scratch session's renders download nothing.
+    async fn set_downloads(
         &self,
         browser: &BrowserHandle,
         context: &BrowserContextId,
-        session: &str,
+        session: &Session,
     ) -> ToolResult<()> {
-        let folder: String = session
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let dir = self.config.data_dir.join("downloads").join(folder);
-        let params = SetDownloadBehaviorParams {
-            behavior: SetDownloadBehaviorBehavior::Allow,
-            browser_context_id: Some(context.clone()),
-            download_path: Some(dir.to_string_lossy().into_owned()),
-            events_enabled: Some(true),
+        let params = if session.scratch {
+            SetDownloadBehaviorParams {
+                behavior: SetDownloadBehaviorBehavior::Deny,
+                browser_context_id: Some(context.clone()),
+                download_path: None,
+                events_enabled: None,
+            }
+        } else {
+            let folder: String = session
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let dir = self.config.data_dir.join("downloads").join(folder);
+            SetDownloadBehaviorParams {
+                behavior: SetDownloadBehaviorBehavior::Allow,
+                browser_context_id: Some(context.clone()),
+                download_path: Some(dir.to_string_lossy().into_owned()),
+                events_enabled: Some(true),
+            }
         };
         browser
-            .cdp("allowing downloads", browser.browser.execute(params))
+            .cdp(
+                "setting the download behaviour",
+                browser.browser.execute(params),
+            )
             .await?;
         Ok(())
     }
@@ -316,6 +331,8 @@ pub struct SessionGuard {
     state: OwnedMutexGuard<SessionState>,
     browser: Arc<BrowserHandle>,
     max_tabs: usize,
+    /// `discard` closed the context already.
+    discarded: bool,
 }
 
 impl Drop for SessionGuard {
@@ -323,6 +340,7 @@ impl Drop for SessionGuard {
         self.session.touch();
         // A job dropped midway (its caller went away) still closes its scratch context.
         if self.session.scratch
+            && !self.discarded
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let session = self.session.clone();
@@ -335,6 +353,7 @@ impl SessionGuard {
     /// Closes the session's browser context, tabs and cookies with it.
     pub async fn discard(mut self) {
         self.state.dispose().await;
+        self.discarded = true;
     }
 
     pub fn name(&self) -> &str {

@@ -273,7 +273,7 @@ impl Crawler {
         let outcome = async {
             let _host = host.acquire().await.ok();
             let _global = self.global.acquire().await.ok();
-            self.pages.open(&url, &options).await
+            self.pages.open(&url, &options, None).await
         }
         .await
         .and_then(|page| match page.status {

@@ -155,7 +155,8 @@ impl Store {
         index: usize,
         outcome: &Result<Page, ToolError>,
     ) -> DbResult<bool> {
-        let text = |value: serde_json::Result<String>| Some(value.unwrap_or_default());
+        // Plain data with string keys: encoding cannot fail.
+        let text = |value: serde_json::Result<String>| value.ok();
         let (state, result, error) = match outcome {
             Ok(page) => ("done", text(serde_json::to_string(page)), None),
             Err(error) => ("failed", None, text(serde_json::to_string(error))),
@@ -243,11 +244,21 @@ fn item_row(row: &rusqlite::Row<'_>) -> DbResult<ItemRow> {
 fn task_row(row: &rusqlite::Row<'_>) -> DbResult<TaskRow> {
     let status: String = row.get(2)?;
     let options: String = row.get(3)?;
+    let id: String = row.get(0)?;
+    // A row this version cannot read (written by another one) still lists, flagged in the log.
+    let status = TaskStatus::parse(&status).unwrap_or_else(|| {
+        tracing::warn!(task = %id, status, "unknown crawl task status; shown as failed");
+        TaskStatus::Failed
+    });
+    let options = serde_json::from_str(&options).unwrap_or_else(|error| {
+        tracing::warn!(task = %id, %error, "unreadable crawl task options");
+        TaskOptions::default()
+    });
     Ok(TaskRow {
-        id: row.get(0)?,
+        id,
         created_ms: row.get(1)?,
-        status: TaskStatus::parse(&status).unwrap_or(TaskStatus::Failed),
-        options: serde_json::from_str(&options).unwrap_or_default(),
+        status,
+        options,
         total: count(row, 4)?,
     })
 }

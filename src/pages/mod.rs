@@ -18,7 +18,7 @@ use url::Url;
 
 use crate::browser::{BrowserService, Destination, Form, Scope};
 use crate::config::Config;
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::web::client::Fetched;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
 use crate::web::{WebService, shell};
@@ -37,9 +37,6 @@ pub struct PageOptions {
     /// Token budget of one slice; the default when absent.
     #[serde(default)]
     pub max_tokens: Option<usize>,
-    /// Where the slice starts (`next_cursor` of the previous slice).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
 }
 
 /// Which route reads the page: `auto` is HTTP, and the browser only when the page needs it.
@@ -123,8 +120,13 @@ impl Pages {
         }
     }
 
-    /// Loads, extracts and pages one URL.
-    pub async fn open(&self, url: &str, options: &PageOptions) -> ToolResult<Page> {
+    /// Loads, extracts and pages one URL, from `cursor` (a previous slice's `next_cursor`) on.
+    pub async fn open(
+        &self,
+        url: &str,
+        options: &PageOptions,
+        cursor: Option<&str>,
+    ) -> ToolResult<Page> {
         let url = Url::parse(url.trim())
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         self.web.client.policy().check_url(&url)?;
@@ -140,7 +142,7 @@ impl Pages {
                 }
             }
         };
-        let slice = slice_text(&loaded.extracted.content, budget, options.cursor.as_deref())?;
+        let slice = slice_text(&loaded.extracted.content, budget, cursor)?;
         Ok(Page {
             url: url.to_string(),
             final_url: loaded.final_url.to_string(),
@@ -170,10 +172,19 @@ impl Pages {
     ) -> ToolResult<Loaded> {
         self.web.client.check_target(url).await?;
         let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
-        let _turn = self
-            .renders
-            .acquire()
+        let turn = tokio::time::timeout(timeout, self.renders.acquire())
             .await
+            .map_err(|_| {
+                ToolError::new(
+                    ErrorCode::Limit,
+                    format!(
+                        "all {} browser renders stayed busy for {} ms",
+                        self.config.crawl.browser_parallel,
+                        timeout.as_millis()
+                    ),
+                )
+                .with_hint("call again later, or read the page with mode=http")
+            })?
             .map_err(|_| ToolError::internal("the render limit was closed"))?;
         let mut session = self.browser.scratch_session("render").await?;
         let rendered = async {
@@ -188,6 +199,7 @@ impl Pages {
         .await;
         // Closed whatever happened: no render leaves a context, a tab or a cookie behind.
         session.discard().await;
+        drop(turn);
         let (status, html, final_url) = rendered?;
         let base = final_url.clone();
         let extracted =

@@ -85,7 +85,7 @@ pub fn budget(max_tokens: Option<usize>) -> ToolResult<usize> {
     }
 }
 
-/// The budget in characters; any `max_tokens` a client sends is valid, however large.
+/// A budget in characters: 4 per token, at least one token's worth, without overflow.
 pub fn budget_chars(max_tokens: usize) -> usize {
     max_tokens.max(1).saturating_mul(CHARS_PER_TOKEN)
 }

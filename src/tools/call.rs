@@ -22,8 +22,10 @@ use crate::metrics::Metrics;
 /// Name of the session used when neither the call nor its front names one.
 pub const DEFAULT_SESSION: &str = "default";
 /// Bounds of every `timeout_ms`.
-const TIMEOUT_RANGE_MS: (u64, u64) = (100, 120_000);
-/// Longest session name; names become folder names (downloads) and metric labels.
+const TIMEOUT_RANGE_MS: (u64, u64) = (MIN_TIMEOUT_MS, MAX_TIMEOUT_MS);
+const MIN_TIMEOUT_MS: u64 = 100;
+const MAX_TIMEOUT_MS: u64 = 120_000;
+/// Longest session name; names become folder names (downloads) and log fields.
 const MAX_SESSION_NAME: usize = 64;
 
 /// Checks a session name: 1–64 letters, digits or `- _ . : @`.
@@ -47,11 +49,12 @@ pub fn check_session_name(name: &str) -> ToolResult<()> {
 // comment would repeat itself in every tool's schema.)
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionName(
-    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:@-]+$"))] pub String,
+    #[schemars(length(min = 1, max = MAX_SESSION_NAME), regex(pattern = r"^[A-Za-z0-9._:@-]+$"))]
+    pub String,
 );
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct TimeoutMs(#[schemars(range(min = 100, max = 120_000))] pub u64);
+pub struct TimeoutMs(#[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS))] pub u64);
 
 /// The fields of a tool's arguments that `Call` resolves, the same way for every tool.
 pub trait Shared {
@@ -94,6 +97,8 @@ macro_rules! shared_fields {
 /// One tool call in progress: what the tool may ask of its surroundings.
 pub struct Call<'a> {
     pub ctx: &'a Ctx,
+    /// The call's span, whatever span a tool may have entered meanwhile.
+    span: tracing::Span,
     session_name: String,
     requested_tab: Option<String>,
     deadline: Duration,
@@ -144,7 +149,7 @@ impl<'a> Call<'a> {
 
     /// Makes tab `id` of the open session the one the reply names.
     pub fn use_tab(&mut self, id: &str) -> ToolResult<&mut Tab> {
-        tracing::Span::current().record("tab", id);
+        self.span.record("tab", id);
         self.used_tab = Some(id.to_string());
         let guard = self
             .guard
@@ -260,13 +265,12 @@ impl<T: Tool> DynTool for T {
     ) -> ToolResult<ToolOutput> {
         let span = tracing::info_span!("tool", tool = T::NAME, session = Empty, tab = Empty);
         let started = Instant::now();
-        let result = respond(self, ctx, args, session, started)
+        let result = respond(self, ctx, args, session, started, span.clone())
             .instrument(span.clone())
             .await;
         let elapsed = started.elapsed();
         let elapsed_ms = elapsed.as_millis() as u64;
-        let _entered = span.enter();
-        let outcome = match &result {
+        let outcome = span.in_scope(|| match &result {
             Ok(_) => {
                 tracing::info!(elapsed_ms, "tool call done");
                 "ok".to_string()
@@ -275,7 +279,7 @@ impl<T: Tool> DynTool for T {
                 tracing::info!(elapsed_ms, code = ?e.code, "tool call failed");
                 e.code.name()
             }
-        };
+        });
         metrics.record(T::NAME, &outcome, elapsed.as_secs_f64());
         result
     }
@@ -288,6 +292,7 @@ async fn respond<T: Tool>(
     args: Value,
     session: Option<&str>,
     started: Instant,
+    span: tracing::Span,
 ) -> ToolResult<ToolOutput> {
     let args = parse_args::<T::Args>(T::NAME, args)?;
     let session_name = args
@@ -297,11 +302,12 @@ async fn respond<T: Tool>(
         .to_string();
     if T::SCOPE == Scope::Browser {
         check_session_name(&session_name)?;
-        tracing::Span::current().record("session", session_name.as_str());
+        span.record("session", session_name.as_str());
     }
     let default_ms = T::DEFAULT_TIMEOUT_MS.unwrap_or(ctx.config.navigation_timeout_ms);
     let mut call = Call {
         ctx,
+        span,
         session_name,
         requested_tab: args.tab().map(str::to_string),
         deadline: deadline(args.timeout_ms(), default_ms)?,
@@ -310,7 +316,7 @@ async fn respond<T: Tool>(
         images: Vec::new(),
     };
     let output = tool.run(&mut call, args).await?;
-    let outcome = T::outcome(&output);
+    let summary = T::summary(&output);
     let json = match T::SCOPE {
         Scope::Browser => {
             let place = call.place().await;
@@ -329,7 +335,7 @@ async fn respond<T: Tool>(
     Ok(ToolOutput {
         json,
         images: call.images,
-        outcome,
+        summary,
     })
 }
 

@@ -86,27 +86,15 @@ pub enum Format {
     Json,
 }
 
-/// What each action reports.
+/// What each action reports, tagged with the action.
 #[derive(Debug, Serialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(tag = "action", rename_all = "snake_case")]
 pub enum CookiesOutput {
-    /// export and import: the profile written.
-    Saved {
-        /// The profile file.
-        saved: PathBuf,
-        cookies: usize,
-        /// export: how many cookies are httpOnly.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        http_only: Option<usize>,
-        /// Origins whose localStorage was kept.
-        origins: Vec<String>,
-        /// export with format=storage_state: the profile as Playwright storageState JSON.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        storage_state: Option<Value>,
-    },
-    Loaded(Loaded),
-    /// ensure_login: whether the session is logged in, and what was done to get there.
-    Login {
+    Export(Saved),
+    Import(Saved),
+    Load(Loaded),
+    /// Whether the session is logged in, and what was done to get there.
+    EnsureLogin {
         logged_in: bool,
         reason: String,
         /// The steps taken.
@@ -115,15 +103,31 @@ pub enum CookiesOutput {
         #[serde(skip_serializing_if = "Option::is_none")]
         expired: Option<Vec<String>>,
     },
-    /// list: the session's cookies (values masked unless show_values).
-    Listed {
+    /// The session's cookies (values masked unless show_values).
+    List {
         count: usize,
         cookies: Vec<ListedCookie>,
     },
-    /// clear: how many cookies were removed.
-    Cleared {
+    /// How many cookies were removed.
+    Clear {
         removed: usize,
     },
+}
+
+/// export and import: the profile written.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Saved {
+    /// The profile file.
+    saved: PathBuf,
+    cookies: usize,
+    /// export: how many cookies are httpOnly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_only: Option<usize>,
+    /// Origins whose localStorage was kept.
+    origins: Vec<String>,
+    /// export with format=storage_state: the profile as Playwright storageState JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage_state: Option<Value>,
 }
 
 /// load: what went into the session.
@@ -191,20 +195,20 @@ impl Tool for Cookies {
                         let tab = session.active_tab().await?;
                         let destination = Destination::Url(url.clone());
                         let arrival = tab.navigate(destination, None, deadline).await?;
-                        CookiesOutput::Loaded(Loaded {
+                        CookiesOutput::Load(Loaded {
                             navigated_to: Some(url.clone()),
                             status: arrival.status,
                             ..loaded
                         })
                     }
-                    _ => CookiesOutput::Loaded(loaded),
+                    _ => CookiesOutput::Load(loaded),
                 }
             }
             Action::EnsureLogin => {
                 ensure_login(&store, call.session().await?, &args, deadline).await?
             }
             Action::List => list(call.session().await?, &args).await?,
-            Action::Clear => CookiesOutput::Cleared {
+            Action::Clear => CookiesOutput::Clear {
                 removed: call
                     .session()
                     .await?
@@ -244,14 +248,14 @@ async fn export(
         cookies,
         origins,
     };
-    Ok(CookiesOutput::Saved {
+    Ok(CookiesOutput::Export(Saved {
         saved: store.save(&profile)?,
         cookies: profile.cookies.len(),
         http_only: Some(profile.cookies.iter().filter(|c| c.http_only).count()),
         origins: origins_of(&profile),
         storage_state: (args.format == Some(Format::StorageState))
             .then(|| profiles::to_storage_state(&profile)),
-    })
+    }))
 }
 
 fn origins_of(profile: &Profile) -> Vec<String> {
@@ -304,7 +308,7 @@ async fn ensure_login(
     let (logged_in, reason) = run_check(session, &url, check, timeout).await?;
     if logged_in {
         did.push("already logged in; nothing loaded".into());
-        return Ok(CookiesOutput::Login {
+        return Ok(CookiesOutput::EnsureLogin {
             logged_in,
             reason,
             did,
@@ -312,7 +316,7 @@ async fn ensure_login(
         });
     }
     let Some(name) = args.name.as_deref() else {
-        return Ok(CookiesOutput::Login {
+        return Ok(CookiesOutput::EnsureLogin {
             logged_in,
             reason: format!("{reason}; no profile `name` to load"),
             did,
@@ -334,7 +338,7 @@ async fn ensure_login(
             "{reason_after}; the profile did not log the session in (outdated or for another account?)"
         )
     };
-    Ok(CookiesOutput::Login {
+    Ok(CookiesOutput::EnsureLogin {
         logged_in,
         reason,
         did,
@@ -412,7 +416,7 @@ async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<CookiesO
             same_site: c.same_site,
         })
         .collect();
-    Ok(CookiesOutput::Listed {
+    Ok(CookiesOutput::List {
         count: cookies.len(),
         cookies,
     })
@@ -446,11 +450,11 @@ fn import(store: &ProfileStore, args: &CookiesArgs) -> ToolResult<CookiesOutput>
         cookies,
         origins,
     };
-    Ok(CookiesOutput::Saved {
+    Ok(CookiesOutput::Import(Saved {
         saved: store.save(&profile)?,
         cookies: profile.cookies.len(),
         http_only: None,
         origins: origins_of(&profile),
         storage_state: None,
-    })
+    }))
 }

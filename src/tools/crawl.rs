@@ -37,7 +37,7 @@ pub struct CrawlBatchArgs {
     pub max_tokens: Option<usize>,
 }
 
-impl super::call::Shared for CrawlBatchArgs {}
+shared_fields!(CrawlBatchArgs {});
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -48,7 +48,7 @@ pub struct CrawlStatusArgs {
     pub cursor: Option<String>,
 }
 
-impl super::call::Shared for CrawlStatusArgs {}
+shared_fields!(CrawlStatusArgs {});
 
 /// The task just created.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -93,7 +93,6 @@ impl Tool for CrawlBatch {
                 format: args.format.unwrap_or_default(),
                 mode: args.mode.unwrap_or_default(),
                 max_tokens: args.max_tokens,
-                cursor: None,
             },
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
         };
@@ -137,7 +136,7 @@ impl Tool for CrawlStatus {
         })
     }
 
-    fn outcome(output: &CrawlStatusOutput) -> String {
+    fn summary(output: &CrawlStatusOutput) -> String {
         let summary = &output.report.summary;
         format!(
             "{} {}/{}",

@@ -37,7 +37,7 @@ use crate::metrics::Metrics;
 use crate::pages::Pages;
 use crate::web::WebService;
 
-pub use call::{Call, DEFAULT_SESSION, Place, SessionName, TimeoutMs, check_session_name};
+pub use call::{Call, SessionName, TimeoutMs, check_session_name};
 pub use skill::skill;
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
@@ -46,8 +46,8 @@ pub use skill::skill;
 pub struct ToolOutput {
     pub json: Value,
     pub images: Vec<Image>,
-    /// `5 results`, `1234 chars`, `image/png`: the agent loop's summaries end with it.
-    pub outcome: String,
+    /// `5 results`, `1234 chars`, `image/png image`: the agent loop's summaries end with it.
+    pub summary: String,
 }
 
 /// An image produced by a tool (screenshots).
@@ -100,8 +100,8 @@ pub trait Tool: Send + Sync + 'static {
 
     async fn run(&self, call: &mut Call<'_>, args: Self::Args) -> ToolResult<Self::Output>;
 
-    /// The outcome line of a result: `ok` unless the tool has something shorter to say.
-    fn outcome(_output: &Self::Output) -> String {
+    /// A result in a few words for humans: `ok` unless the tool has something better to say.
+    fn summary(_output: &Self::Output) -> String {
         "ok".to_string()
     }
 }
@@ -161,26 +161,39 @@ pub struct Registry {
     metrics: Metrics,
 }
 
+/// Every tool, in the registry's order.
+fn all_tools() -> Vec<Box<dyn call::DynTool>> {
+    vec![
+        Box::new(navigate::Navigate),
+        Box::new(read::Read),
+        Box::new(interact::Interact),
+        Box::new(screenshot::Screenshot),
+        Box::new(tabs::Tabs),
+        Box::new(cookies::Cookies),
+        Box::new(web_search::WebSearch),
+        Box::new(open_web_page::OpenWebPage),
+        Box::new(crawl::CrawlBatch),
+        Box::new(crawl::CrawlStatus),
+    ]
+}
+
+/// Every tool's spec, without a service behind them (the CLI's `tools` and `skill`).
+pub fn specs() -> Vec<ToolSpec> {
+    all_tools().iter().map(|t| t.spec()).collect()
+}
+
+/// The specs as OpenAI function definitions.
+pub fn definitions(specs: &[ToolSpec]) -> Value {
+    Value::Array(specs.iter().map(ToolSpec::definition).collect())
+}
+
 impl Registry {
     pub fn new(ctx: Ctx) -> Self {
-        let tools: Vec<Box<dyn call::DynTool>> = vec![
-            Box::new(navigate::Navigate),
-            Box::new(read::Read),
-            Box::new(interact::Interact),
-            Box::new(screenshot::Screenshot),
-            Box::new(tabs::Tabs),
-            Box::new(cookies::Cookies),
-            Box::new(web_search::WebSearch),
-            Box::new(open_web_page::OpenWebPage),
-            Box::new(crawl::CrawlBatch),
-            Box::new(crawl::CrawlStatus),
-        ];
-        let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
-        let definitions = Value::Array(specs.iter().map(ToolSpec::definition).collect());
+        let specs = specs();
         Self {
+            definitions: definitions(&specs),
             specs,
-            tools,
-            definitions,
+            tools: all_tools(),
             ctx,
             metrics: Metrics::default(),
         }

@@ -33,7 +33,7 @@ pub struct OpenWebPageArgs {
     pub cursor: Option<String>,
 }
 
-impl super::call::Shared for OpenWebPageArgs {}
+shared_fields!(OpenWebPageArgs {});
 
 pub struct OpenWebPage;
 
@@ -53,12 +53,14 @@ impl Tool for OpenWebPage {
             format: args.format.unwrap_or_default(),
             mode: args.mode.unwrap_or_default(),
             max_tokens: args.max_tokens,
-            cursor: args.cursor,
         };
-        call.ctx.pages.open(&args.url, &options).await
+        let pages = &call.ctx.pages;
+        pages
+            .open(&args.url, &options, args.cursor.as_deref())
+            .await
     }
 
-    fn outcome(page: &Page) -> String {
+    fn summary(page: &Page) -> String {
         format!("{} chars", page.content.chars().count())
     }
 }

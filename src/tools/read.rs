@@ -164,7 +164,7 @@ impl Tool for Read {
         })
     }
 
-    fn outcome(output: &ReadOutput) -> String {
+    fn summary(output: &ReadOutput) -> String {
         format!("{} chars", output.slice.content.chars().count())
     }
 }

@@ -104,7 +104,7 @@ impl Tool for Screenshot {
         Ok(output)
     }
 
-    fn outcome(output: &ScreenshotOutput) -> String {
+    fn summary(output: &ScreenshotOutput) -> String {
         format!("{} image", output.format)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{Registry, Scope};
+use super::{Scope, ToolSpec};
 use crate::config::DEFAULT_PORT;
 use crate::error::ErrorCode;
 
@@ -15,12 +15,12 @@ web and read pages without a browser, crawl many URLs. Use when a task needs a l
 login, a screenshot or a web search.";
 
 /// The SKILL.md text.
-pub fn skill(registry: &Registry) -> String {
+pub fn skill(specs: &[ToolSpec]) -> String {
     let usage = USAGE.replace("{port}", &DEFAULT_PORT.to_string());
     let mut text =
         format!("---\nname: webpilot\ndescription: {DESCRIPTION}\n---\n\n# webpilot\n\n{usage}");
     let _ = writeln!(text, "\n## Tools\n");
-    for spec in registry.specs() {
+    for spec in specs {
         let scope = match spec.scope {
             Scope::Browser => "browser session",
             Scope::Web => "no browser",

@@ -38,7 +38,7 @@ pub struct WebSearchArgs {
     pub include_domains: Option<Vec<String>>,
 }
 
-impl super::call::Shared for WebSearchArgs {}
+shared_fields!(WebSearchArgs {});
 
 /// The hits, and which backends were tried.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -77,7 +77,7 @@ impl Tool for WebSearch {
         })
     }
 
-    fn outcome(output: &WebSearchOutput) -> String {
+    fn summary(output: &WebSearchOutput) -> String {
         format!("{} results", output.outcome.results.len())
     }
 }
