@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::web_fixtures::{SHELL_REQUESTS, ShellRequest, config};
-use common::{Harness, call_at, eventually, ok_at, start_with};
+use common::{Harness, crawl_until_finished, ok_at, start_with};
 use serde_json::{Value, json};
 
 const PAGES: u32 = 16;
@@ -29,23 +29,8 @@ async fn crawl_shells(harness: &Harness, first: u32, parallel: usize) -> (Durati
         .map(|n| format!("{}/crawl/shell/{n}", harness.fixtures))
         .collect();
     let started = Instant::now();
-    let created = ok_at(
-        api,
-        "crawl_batch",
-        json!({ "urls": urls, "parallel": parallel }),
-    )
-    .await;
-    let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("the crawl to finish", Duration::from_secs(120), || {
-        let id = id.clone();
-        async move {
-            let status = call_at(api, "crawl_status", json!({ "task_id": id }))
-                .await
-                .1;
-            status["status"] == "completed" || status["status"] == "failed"
-        }
-    })
-    .await;
+    let args = json!({ "urls": urls, "parallel": parallel });
+    let id = crawl_until_finished(api, args, Duration::from_secs(120)).await;
     let elapsed = started.elapsed();
     let status = ok_at(api, "crawl_status", json!({ "task_id": id })).await;
     assert_eq!(status["errors"], json!([]), "{status:#}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::python::python;
 use common::web_fixtures::config;
-use common::{Harness, call_at, eventually, get_json, ok_at, start_with};
+use common::{Harness, crawl_until_finished, get_json, ok_at, start_with};
 use serde_json::{Value, json};
 
 fn service() -> &'static Harness {
@@ -173,23 +173,9 @@ async fn every_tool_result_matches_its_published_result_schema() {
         ok_at(api, tool, args).await;
         called.push(tool);
     }
-    let started = ok_at(
-        api,
-        "crawl_batch",
-        json!({ "urls": [page("article.html"), page("missing-page.html")], "max_tokens": 50 }),
-    )
-    .await;
-    let id = started["task_id"].as_str().unwrap().to_string();
-    eventually("the crawl to finish", Duration::from_secs(60), || {
-        let id = id.clone();
-        async move {
-            let status = call_at(api, "crawl_status", json!({ "task_id": id }))
-                .await
-                .1;
-            status["status"] == "completed"
-        }
-    })
-    .await;
+    let urls = [page("article.html"), page("missing-page.html")];
+    let args = json!({ "urls": urls, "max_tokens": 50 });
+    let id = crawl_until_finished(api, args, Duration::from_secs(60)).await;
     let status = ok_at(api, "crawl_status", json!({ "task_id": id })).await;
     assert_eq!(status["results"].as_array().unwrap().len(), 1, "{status:#}");
     assert_eq!(status["errors"].as_array().unwrap().len(), 1, "{status:#}");

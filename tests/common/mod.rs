@@ -390,6 +390,24 @@ pub async fn result_schema(api: &str, tool: &str) -> Value {
     schema
 }
 
+/// Starts a crawl with `args` on service `api` and waits (up to `deadline`) until it finished;
+/// returns its task id. Needs the browser only for pages that do.
+pub async fn crawl_until_finished(api: &str, args: Value, deadline: Duration) -> String {
+    let created = ok_at(api, "crawl_batch", args).await;
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("the crawl to finish", deadline, || {
+        let id = id.clone();
+        async move {
+            let status = call_at(api, "crawl_status", json!({ "task_id": id }))
+                .await
+                .1;
+            status["status"] == "completed" || status["status"] == "failed"
+        }
+    })
+    .await;
+    id
+}
+
 /// Calls a tool and asserts it failed with `code`.
 pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
     let (status, body) = call(tool, args.clone()).await;
