@@ -256,3 +256,51 @@ impl Registry {
         tool.call(&self.ctx, &self.metrics, args, session).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Property names anywhere at the top of an object schema, its variants included.
+    fn top_properties(schema: &Value) -> Vec<String> {
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        for key in ["oneOf", "anyOf", "allOf"] {
+            for variant in schema[key].as_array().into_iter().flatten() {
+                names.extend(top_properties(variant));
+            }
+        }
+        names
+    }
+
+    fn assert_no_shadowing<T: Tool>() {
+        let output = schema::output::<T::Output>();
+        let names = top_properties(&output);
+        for reserved in ["session", "tab", "url", "title", "elapsed_ms"] {
+            let placed = reserved == "elapsed_ms" || T::SCOPE == Scope::Browser;
+            assert!(
+                !(placed && names.iter().any(|n| n == reserved)),
+                "{}: its output has a field `{reserved}`, which the reply sets",
+                T::NAME
+            );
+        }
+    }
+
+    /// serde lets a later field of the same name win; an Output must not reuse a reply field.
+    #[test]
+    fn outputs_do_not_shadow_reply_fields() {
+        assert_no_shadowing::<navigate::Navigate>();
+        assert_no_shadowing::<read::Read>();
+        assert_no_shadowing::<interact::Interact>();
+        assert_no_shadowing::<screenshot::Screenshot>();
+        assert_no_shadowing::<tabs::Tabs>();
+        assert_no_shadowing::<cookies::Cookies>();
+        assert_no_shadowing::<web_search::WebSearch>();
+        assert_no_shadowing::<open_web_page::OpenWebPage>();
+        assert_no_shadowing::<crawl::CrawlBatch>();
+        assert_no_shadowing::<crawl::CrawlStatus>();
+        assert_eq!(all_tools().len(), 10, "a new tool joins the list above");
+    }
+}
