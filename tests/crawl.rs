@@ -362,3 +362,42 @@ async fn crawl_status_pages_long_results() {
             .contains("cursor")
     );
 }
+
+/// A page waiting for its browser render holds no fetch permit: with one global fetch at a time
+/// and one render at a time, a task of JavaScript shells does not hold back another task's plain
+/// page, which finishes while the shells are still rendering one after the other.
+#[tokio::test]
+async fn pages_waiting_for_a_render_do_not_hold_back_plain_fetches() {
+    let harness = start_with(|fixtures| {
+        let mut config = config(fixtures);
+        config.crawl.global_parallel = 1;
+        config.crawl.browser_parallel = 1;
+        config
+    });
+    let api = harness.api.as_str();
+    let shells: Vec<String> = (500..503)
+        .map(|n| format!("{}/crawl/shell/{n}", harness.fixtures))
+        .collect();
+    let (status, renders) =
+        call_at(api, "crawl_batch", json!({ "urls": shells, "parallel": 3 })).await;
+    assert_eq!(status, 200, "{renders:#}");
+    let plain = json!({ "urls": [format!("{}/crawl/page/500", harness.fixtures)] });
+    let plain = crawl_to_completion(api, plain, Duration::from_secs(60)).await;
+    let renders = call_at(
+        api,
+        "crawl_status",
+        json!({ "task_id": renders["task_id"] }),
+    )
+    .await
+    .1;
+    assert_ne!(
+        renders["status"], "completed",
+        "the plain page should finish before three renders in a row: {renders:#}"
+    );
+    assert_eq!(
+        call_at(api, "crawl_status", json!({ "task_id": plain }))
+            .await
+            .1["results"][0]["result"]["via"],
+        "http"
+    );
+}

@@ -271,9 +271,13 @@ impl Crawler {
     async fn fetch(&self, id: &str, index: usize, url: String, options: PageOptions, total: usize) {
         let host = self.host_limit(&url);
         let outcome = async {
-            let _host = host.acquire().await.ok();
-            let _global = self.global.acquire().await.ok();
-            self.pages.open(&url, &options, None).await
+            let host = host.acquire_owned().await.ok();
+            let global = self.global.clone().acquire_owned().await.ok();
+            // A render counts against the render limit, not against these fetch limits.
+            let release = move || drop((host, global));
+            self.pages
+                .open_releasing(&url, &options, None, release)
+                .await
         }
         .await
         .and_then(|page| match page.status {

@@ -127,18 +127,38 @@ impl Pages {
         options: &PageOptions,
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
+        self.open_releasing(url, options, cursor, || ()).await
+    }
+
+    /// `open`, calling `release` once HTTP is done with the page, before a browser render
+    /// waits for its turn: a caller holding limits of its own (the crawler's per-host and global
+    /// fetch permits) lets go of them there, so renders waiting for the render limit do not
+    /// hold back plain fetches.
+    pub async fn open_releasing(
+        &self,
+        url: &str,
+        options: &PageOptions,
+        cursor: Option<&str>,
+        release: impl FnOnce() + Send,
+    ) -> ToolResult<Page> {
         let url = Url::parse(url.trim())
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         self.web.client.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
         let (kind, format) = (options.extract, options.format);
         let loaded = match options.mode {
-            FetchMode::Browser => self.render(&url, kind, format, None).await?,
+            FetchMode::Browser => {
+                release();
+                self.render(&url, kind, format, None).await?
+            }
             mode => {
                 let fetched = self.web.client.get(&url).await?;
                 match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
-                    Err(why) => self.render(&url, kind, format, Some(why)).await?,
+                    Err(why) => {
+                        release();
+                        self.render(&url, kind, format, Some(why)).await?
+                    }
                 }
             }
         };
