@@ -7,6 +7,7 @@ use crate::agent::Agent;
 use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::crawl::Crawler;
+use crate::files::FileRoots;
 use crate::pages::Pages;
 use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
@@ -38,8 +39,10 @@ impl App {
             config.crawl.clone(),
             pages.clone(),
         )?;
+        let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let registry = Arc::new(Registry::new(Ctx {
             config: config.clone(),
+            files,
             browser: browser.clone(),
             web,
             pages,

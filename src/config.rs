@@ -54,12 +54,36 @@ pub struct Config {
     pub llm: LlmConfig,
     /// Batch crawling limits.
     pub crawl: CrawlConfig,
+    /// The server files tools may read.
+    pub files: FilesConfig,
     /// Host names `/mcp` answers besides loopback ones (the names clients use to reach a
     /// non-loopback bind).
     pub mcp_allowed_hosts: Vec<String>,
     /// Browser origins (`https://app.example.com`, `http://localhost:*`) that may call `/mcp`
     /// besides loopback ones; requests without an `Origin` (non-browser clients) always may.
     pub mcp_allowed_origins: Vec<String>,
+}
+
+/// Where the server files that tools read (`upload`, `import` paths) must live.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesConfig {
+    /// Relative paths resolve here (default `<data dir>/files/`).
+    pub root: Option<PathBuf>,
+    /// Further folders whose files may be read, by absolute path.
+    pub roots: Vec<PathBuf>,
+    /// Largest file a tool reads.
+    pub max_bytes: u64,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            root: None,
+            roots: Vec::new(),
+            max_bytes: 50 * 1024 * 1024,
+        }
+    }
 }
 
 /// How much a batch crawl may do at once.
@@ -239,6 +263,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             llm: LlmConfig::default(),
             crawl: CrawlConfig::default(),
+            files: FilesConfig::default(),
             mcp_allowed_hosts: Vec::new(),
             mcp_allowed_origins: Vec::new(),
         }

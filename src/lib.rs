@@ -5,6 +5,7 @@
 //! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
+//! - [`files`]: which server files tools may read (under the configured roots, capped).
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
@@ -18,7 +19,7 @@
 //! - [`app`]: wires everything together for the server and the CLI.
 //!
 //! Dependencies point one way: `server` → `agent` → `tools` → `crawl` → `pages` → `browser` |
-//! `web`; all may use `config`, `error` and `policy` (ARCHITECTURE.md).
+//! `web`; all may use `config`, `error`, `policy` and `files` (ARCHITECTURE.md).
 
 pub mod agent;
 pub mod app;
@@ -26,6 +27,7 @@ pub mod browser;
 pub mod config;
 pub mod crawl;
 pub mod error;
+pub mod files;
 pub mod metrics;
 pub mod pages;
 pub mod policy;

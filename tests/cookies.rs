@@ -337,3 +337,69 @@ async fn call_at_quiet(api: &str, args: Value) -> Result<Value, reqwest::Error> 
         .json()
         .await
 }
+
+/// `import` reads a file from the files root only; anything else (server files, a FIFO that
+/// would block a reader forever, a device) is refused at once, and ten parallel FIFO imports
+/// leave the service answering.
+#[tokio::test]
+async fn import_reads_only_regular_files_of_the_files_root() {
+    // The browser is up first: /healthz below should wait for nothing but the file checks.
+    ok("browser_tabs", json!({ "session": "ck-files" })).await;
+    let root = harness().app.config.data_dir.join("files");
+    let state = json!({ "cookies": [{ "name": "a", "value": "b", "domain": "example.com", "path": "/" }], "origins": [] });
+    std::fs::write(root.join("state.json"), state.to_string()).unwrap();
+    let imported = ok(
+        "browser_cookies",
+        json!({ "action": "import", "name": "from-file", "path": "state.json" }),
+    )
+    .await;
+    assert_eq!(imported["cookies"], 1, "{imported:#}");
+
+    let fifo = root.join("import.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for refused in [
+        "/etc/passwd",
+        "../webpilot.db",
+        "/dev/zero",
+        "import.fifo",
+        ".",
+    ] {
+        let error = fails(
+            "browser_cookies",
+            json!({ "action": "import", "name": "refused", "path": refused }),
+            "INVALID_ARGUMENT",
+        )
+        .await;
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("field `path`"),
+            "{refused}: {error:#}"
+        );
+    }
+    let imports = (0..10).map(|_| {
+        common::call(
+            "browser_cookies",
+            json!({ "action": "import", "name": "fifo", "path": "import.fifo" }),
+        )
+    });
+    let health = async {
+        let started = std::time::Instant::now();
+        common::health(&harness().api).await;
+        started.elapsed()
+    };
+    let (results, answered_in) = tokio::join!(futures::future::join_all(imports), health);
+    assert!(
+        results.iter().all(|(status, _)| *status == 400),
+        "{results:?}"
+    );
+    assert!(
+        answered_in < std::time::Duration::from_millis(500),
+        "/healthz took {answered_in:?} during the FIFO imports"
+    );
+}

@@ -89,14 +89,14 @@ async fn send_keys_tab_and_enter_drive_a_form() {
 #[tokio::test]
 async fn upload_shows_the_file_name_and_size() {
     let s = "act-upload";
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("notes.txt");
-    std::fs::write(&path, b"twelve bytes").unwrap();
+    // Uploads come from the files root only (`<data dir>/files/` here), by relative path.
+    let root = harness().app.config.data_dir.join("files");
+    std::fs::write(root.join("notes.txt"), b"twelve bytes").unwrap();
     open(s, "form.html").await;
     let input = ref_of(&element_lines(s).await, "Attachment");
     act(
         s,
-        json!({ "action": "upload", "ref": input, "paths": [path] }),
+        json!({ "action": "upload", "ref": input, "paths": ["notes.txt"] }),
     )
     .await;
     assert!(
@@ -104,12 +104,35 @@ async fn upload_shows_the_file_name_and_size() {
             .await
             .contains("Picked notes.txt (12 bytes)")
     );
-    fails(
-        "browser_interact",
-        json!({ "session": s, "action": "upload", "ref": input, "paths": ["/no/such/file"] }),
-        "INVALID_ARGUMENT",
-    )
-    .await;
+    // Server files outside the root never reach the page, whatever the path says.
+    std::fs::write(harness().app.config.data_dir.join("secret.txt"), b"secret").unwrap();
+    for outside in [
+        "/no/such/file",
+        "/etc/passwd",
+        "../secret.txt",
+        "/dev/zero",
+        ".",
+    ] {
+        let refused = fails(
+            "browser_interact",
+            json!({ "session": s, "action": "upload", "ref": input, "paths": [outside] }),
+            "INVALID_ARGUMENT",
+        )
+        .await;
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("field `paths`"),
+            "{outside}: {refused:#}"
+        );
+    }
+    assert!(
+        common::page_text(s)
+            .await
+            .contains("Picked notes.txt (12 bytes)"),
+        "the refused uploads changed nothing"
+    );
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use super::{Call, Scope, SessionName, Tool};
 use crate::browser::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
+use crate::files::FileRoots;
 
 const GUIDE: &str = "browser_cookies keeps logins: export saves the session's cookies and \
 localStorage as profile `name`; ensure_login checks `check` (url + text/selector/not_text/\
@@ -39,7 +40,7 @@ pub struct CookiesArgs {
     pub format: Option<Format>,
     /// import: the file content.
     pub content: Option<String>,
-    /// import: a file to read instead.
+    /// import: a file in files.root.
     pub path: Option<String>,
     /// load: open the profile's start URL afterwards.
     pub auto_navigate: Option<bool>,
@@ -184,7 +185,7 @@ impl Tool for Cookies {
         let deadline = call.deadline();
         Ok(match args.action {
             // Import only writes a file: no session is opened for it.
-            Action::Import => import(&store, &args)?,
+            Action::Import => import(&store, &call.ctx.files, &args).await?,
             Action::Export => export(&store, call.session().await?, &args).await?,
             Action::Load => {
                 let profile = store.load(required(&args.name, "name", "load")?)?;
@@ -422,12 +423,16 @@ async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<CookiesO
     })
 }
 
-fn import(store: &ProfileStore, args: &CookiesArgs) -> ToolResult<CookiesOutput> {
+async fn import(
+    store: &ProfileStore,
+    files: &FileRoots,
+    args: &CookiesArgs,
+) -> ToolResult<CookiesOutput> {
     let name = required(&args.name, "name", "import")?;
     let content = match (&args.content, &args.path) {
         (Some(content), None) => content.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| ToolError::invalid(format!("field `path`: cannot read {path}: {e}")))?,
+        (None, Some(path)) => String::from_utf8(files.read(path, "path").await?)
+            .map_err(|_| ToolError::invalid("field `path`: the file is not UTF-8 text"))?,
         _ => {
             return Err(ToolError::invalid(
                 "import needs exactly one of `content` or `path`",

@@ -38,7 +38,7 @@ pub struct InteractArgs {
     pub keys: Option<String>,
     /// select: value or label.
     pub option: Option<String>,
-    /// Local file paths (upload).
+    /// upload: files in files.root.
     pub paths: Option<Vec<String>>,
     /// Clear before typing (default true).
     pub clear: Option<bool>,
@@ -167,10 +167,14 @@ impl Tool for Interact {
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
         check_required(&args)?;
         let deadline = call.deadline();
+        let mut files = Vec::new();
+        for path in args.paths.iter().flatten() {
+            files.push(call.ctx.files.resolve(path, "paths").await?);
+        }
         let tab = call.tab().await?;
         let mark = tab.begin_action(args.ref_id).await;
         let mut output = InteractOutput {
-            done: perform(tab, &args, deadline).await?,
+            done: perform(tab, &args, &files, deadline).await?,
             aftermath: None,
             elements_added: None,
             elements_removed: None,
@@ -200,8 +204,13 @@ fn changes_page(action: Action) -> bool {
     !matches!(action, Action::Options | Action::Wait | Action::Dialog)
 }
 
-/// Runs the action itself; returns its own result.
-async fn perform(tab: &mut Tab, args: &InteractArgs, deadline: Duration) -> ToolResult<Done> {
+/// Runs the action itself (`files`: the upload's checked paths); returns its own result.
+async fn perform(
+    tab: &mut Tab,
+    args: &InteractArgs,
+    files: &[PathBuf],
+    deadline: Duration,
+) -> ToolResult<Done> {
     let ref_id = args.ref_id;
     let need_ref = || ref_id.ok_or_else(|| missing("ref", args.action));
     let mut done = Done {
@@ -233,9 +242,8 @@ async fn perform(tab: &mut Tab, args: &InteractArgs, deadline: Duration) -> Tool
         }
         Action::Options => done.options = Some(tab.options(need_ref()?).await?),
         Action::Upload => {
-            let paths: Vec<PathBuf> = args.paths.iter().flatten().map(PathBuf::from).collect();
-            tab.upload(need_ref()?, &paths).await?;
-            done.files = Some(paths.len());
+            tab.upload(need_ref()?, files).await?;
+            done.files = Some(files.len());
         }
         Action::Scroll => {
             let (dx, dy) = scroll_delta(tab, args).await?;

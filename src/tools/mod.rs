@@ -33,6 +33,7 @@ use crate::browser::BrowserService;
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::files::FileRoots;
 use crate::metrics::Metrics;
 use crate::pages::Pages;
 use crate::web::WebService;
@@ -60,6 +61,7 @@ pub struct Image {
 /// Shared state every tool may use.
 pub struct Ctx {
     pub config: Arc<Config>,
+    pub files: Arc<FileRoots>,
     pub browser: Arc<BrowserService>,
     pub web: Arc<WebService>,
     pub pages: Arc<Pages>,

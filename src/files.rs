@@ -1,0 +1,200 @@
+//! The server files tools may read (`upload` paths, `import` paths): only regular files under the
+//! configured roots (`files.root`, default `<data dir>/files/`, plus `files.roots`), after
+//! symlinks are resolved, up to `files.max_bytes`, and always on the blocking pool — a FIFO or a
+//! slow disk must never stall the async threads.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::config::FilesConfig;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+
+/// Where tools may read server files, and how much.
+#[derive(Debug, Clone)]
+pub struct FileRoots {
+    /// Canonical roots; relative paths resolve against the first.
+    roots: Vec<PathBuf>,
+    max_bytes: u64,
+}
+
+impl FileRoots {
+    /// Creates the default root if missing and canonicalizes every root.
+    pub fn new(config: &FilesConfig, data_dir: &Path) -> anyhow::Result<Self> {
+        let main = config
+            .root
+            .clone()
+            .unwrap_or_else(|| data_dir.join("files"));
+        std::fs::create_dir_all(&main)
+            .map_err(|e| anyhow::anyhow!("files.root {}: {e}", main.display()))?;
+        let roots = std::iter::once(&main)
+            .chain(&config.roots)
+            .map(|root| {
+                root.canonicalize()
+                    .map_err(|e| anyhow::anyhow!("files root {}: {e}", root.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Self {
+            roots,
+            max_bytes: config.max_bytes,
+        })
+    }
+
+    /// The root relative paths resolve against.
+    pub fn main_root(&self) -> &Path {
+        &self.roots[0]
+    }
+
+    /// The canonical path of a regular file under a root, for argument `field`.
+    pub async fn resolve(&self, path: &str, field: &str) -> ToolResult<PathBuf> {
+        let roots = self.clone();
+        let (path, field) = (path.to_string(), field.to_string());
+        blocking(move || roots.checked(&path, &field).map(|(path, _)| path)).await
+    }
+
+    /// The bytes of a regular file under a root, for argument `field`.
+    pub async fn read(&self, path: &str, field: &str) -> ToolResult<Vec<u8>> {
+        let roots = self.clone();
+        let (path, field) = (path.to_string(), field.to_string());
+        blocking(move || {
+            let (path, _) = roots.checked(&path, &field)?;
+            let file = std::fs::File::open(&path).map_err(|e| unreadable(&field, &path, e))?;
+            // The size was checked, but a file may grow: never read past the cap.
+            let mut bytes = Vec::new();
+            file.take(roots.max_bytes + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| unreadable(&field, &path, e))?;
+            if bytes.len() as u64 > roots.max_bytes {
+                return Err(roots.too_large(&field));
+            }
+            Ok(bytes)
+        })
+        .await
+    }
+
+    /// Resolves and checks `path` (blocking): inside a root, a regular file, within the cap.
+    fn checked(&self, path: &str, field: &str) -> ToolResult<(PathBuf, u64)> {
+        let given = Path::new(path);
+        let joined = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.main_root().join(given)
+        };
+        let canonical = joined.canonicalize().map_err(|_| {
+            ToolError::invalid(format!("field `{field}`: no file {path:?}")).with_hint(self.hint())
+        })?;
+        if !self.roots.iter().any(|root| canonical.starts_with(root)) {
+            return Err(ToolError::invalid(format!(
+                "field `{field}`: {path:?} is outside the files webpilot may read"
+            ))
+            .with_hint(self.hint()));
+        }
+        // `metadata` does not open the file: a FIFO is refused here without blocking.
+        let metadata = canonical
+            .metadata()
+            .map_err(|e| unreadable(field, &canonical, e))?;
+        if !metadata.is_file() {
+            return Err(ToolError::invalid(format!(
+                "field `{field}`: {path:?} is not a regular file"
+            ))
+            .with_hint(self.hint()));
+        }
+        if metadata.len() > self.max_bytes {
+            return Err(self.too_large(field));
+        }
+        Ok((canonical, metadata.len()))
+    }
+
+    fn hint(&self) -> String {
+        format!(
+            "put the file under {} and pass its path relative to it",
+            self.main_root().display()
+        )
+    }
+
+    fn too_large(&self, field: &str) -> ToolError {
+        ToolError::new(
+            ErrorCode::Limit,
+            format!(
+                "field `{field}`: the file is larger than files.max_bytes ({} bytes)",
+                self.max_bytes
+            ),
+        )
+        .with_hint("send a smaller file, or raise files.max_bytes")
+    }
+}
+
+fn unreadable(field: &str, path: &Path, error: std::io::Error) -> ToolError {
+    ToolError::invalid(format!(
+        "field `{field}`: cannot read {}: {error}",
+        path.display()
+    ))
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> ToolResult<T> + Send + 'static,
+) -> ToolResult<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::internal(format!("file access failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots(dir: &Path, max_bytes: u64) -> FileRoots {
+        let config = FilesConfig {
+            root: Some(dir.join("files")),
+            roots: Vec::new(),
+            max_bytes,
+        };
+        FileRoots::new(&config, dir).unwrap()
+    }
+
+    fn code(result: ToolResult<(PathBuf, u64)>) -> ErrorCode {
+        result.unwrap_err().code
+    }
+
+    #[test]
+    fn only_regular_files_under_the_root_within_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = roots(dir.path(), 10);
+        let root = files.main_root().to_path_buf();
+        std::fs::write(root.join("note.txt"), b"hello").unwrap();
+        std::fs::write(root.join("big.txt"), b"more than ten bytes").unwrap();
+        std::fs::write(dir.path().join("outside.txt"), b"secret").unwrap();
+        std::fs::create_dir(root.join("folder")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.txt"), root.join("link")).unwrap();
+        let fifo = root.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+
+        let (path, size) = files.checked("note.txt", "paths").unwrap();
+        assert_eq!((path, size), (root.join("note.txt"), 5));
+        assert!(
+            files
+                .checked(root.join("note.txt").to_str().unwrap(), "paths")
+                .is_ok()
+        );
+        for refused in [
+            "../outside.txt",
+            "/etc/passwd",
+            "link",
+            "folder",
+            "fifo",
+            "/dev/zero",
+            "missing.txt",
+        ] {
+            let error = files.checked(refused, "paths").unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument, "{refused}");
+            assert!(error.message.contains("field `paths`"), "{refused}");
+            assert!(error.hint.contains(root.to_str().unwrap()), "{refused}");
+        }
+        assert_eq!(code(files.checked("big.txt", "paths")), ErrorCode::Limit);
+    }
+}
