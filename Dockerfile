@@ -1,7 +1,7 @@
 # webpilot as a container: build with cargo, run on Debian slim with Debian's Chromium and the
 # same fonts scripts/setup installs. Listens on 0.0.0.0, so a token is required:
 #   docker build -t webpilot .
-#   docker run -p 8931:8931 -e WEBPILOT_TOKEN=change-me -v webpilot-data:/data webpilot
+#   docker run -p 8931:8931 -e WEBPILOT_TOKEN="$(openssl rand -hex 24 | tee token.txt)" -v webpilot-data:/data webpilot
 
 FROM rust:1-bookworm AS build
 WORKDIR /src

@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 /// Port of the REST/MCP service unless configured otherwise.
 pub const DEFAULT_PORT: u16 = 8931;
+/// Shortest bearer token accepted.
+const MIN_TOKEN_CHARS: usize = 16;
 
 /// Everything the service needs to know at start-up.
 #[derive(Debug, Clone, Deserialize)]
@@ -469,6 +471,14 @@ impl Config {
 
     /// Refuses configurations that would be unsafe or cannot work.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(token) = &self.token
+            && (token.trim().is_empty() || token.chars().count() < MIN_TOKEN_CHARS)
+        {
+            anyhow::bail!(
+                "--token (WEBPILOT_TOKEN) must be at least {MIN_TOKEN_CHARS} characters, not blank: \
+                 a short token is soon guessed (e.g. `openssl rand -hex 24`)"
+            );
+        }
         if !self.bind.is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
             anyhow::bail!(
                 "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN)",
@@ -511,7 +521,11 @@ mod tests {
         let mut config = Config::default();
         config.apply(&args);
         assert!(config.validate().is_err());
-        config.token = Some("secret".into());
+        for weak in ["x", "secret", &" ".repeat(20)] {
+            config.token = Some(weak.into());
+            assert!(config.validate().is_err(), "{weak:?}");
+        }
+        config.token = Some("a3f9c1e07b5d2468".into());
         assert!(config.validate().is_ok());
     }
 

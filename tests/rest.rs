@@ -137,6 +137,20 @@ async fn session_header_selects_the_session() {
     let text = response.text().await.unwrap();
     let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     assert_eq!(body["session"], "from-header", "{body:#}");
+    // A header that is not a session name is refused, not folded into the shared default.
+    let bytes = axum::http::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap();
+    for value in [bytes, axum::http::HeaderValue::from_static("two words")] {
+        let response = client()
+            .post(format!("{}/api/tools/browser_tabs", harness().api))
+            .header("x-webpilot-session", value.clone())
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{value:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "INVALID_ARGUMENT", "{body:#}");
+    }
 }
 
 #[tokio::test]

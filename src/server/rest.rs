@@ -111,7 +111,18 @@ async fn call_tool(
         Ok(args) => args,
         Err(error) => return error_response(&error),
     };
-    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
+        Some(Ok(session)) => Some(session),
+        None => None,
+        // Not a silent fall-back to the shared default session.
+        Some(Err(_)) => {
+            let error = ToolError::invalid(format!(
+                "header {SESSION_HEADER} must be a session name in ASCII"
+            ))
+            .with_hint("name the session with letters, digits and dashes");
+            return error_response(&error);
+        }
+    };
     match app.registry.call(&name, args, session).await {
         Ok(output) => render(output, &headers),
         Err(error) => error_response(&error),
