@@ -214,9 +214,12 @@ async fn rate_limits_are_retried_and_other_failures_are_error_events() {
 
 #[tokio::test]
 async fn without_streaming_the_answer_and_transcript_come_as_json() {
+    // Sent the way `curl -d` sends it: JSON under a form content type.
+    let body = json!({"messages": [{"role": "user", "content": "search and open"}], "stream": false, "tools": ["web_search", "open_web_page"]});
     let response = client()
         .post(format!("{}/api/chat", service().api))
-        .json(&json!({"messages": [{"role": "user", "content": "search and open"}], "stream": false, "tools": ["web_search", "open_web_page"]}))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.to_string())
         .send()
         .await
         .unwrap();

@@ -6,8 +6,9 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +16,7 @@ use axum::routing::post;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::rest::error_response;
+use super::rest::{error_response, parse_body};
 use crate::agent::{AgentEvent, ChatRequest};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
@@ -34,15 +35,16 @@ pub(super) fn routes(app: App) -> Router {
         (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
         (status = 502, description = "The model failed (`stream: false`).", body = Object),
     ))]
-async fn chat(State(app): State<App>, body: Result<Json<ChatRequest>, JsonRejection>) -> Response {
-    let request = match body {
-        Ok(Json(request)) => request,
-        Err(rejection) => {
-            return error_response(
-                &ToolError::invalid(format!("bad chat request: {}", rejection.body_text()))
-                    .with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}"),
-            );
-        }
+async fn chat(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+    // Any content type: `curl -d` sends JSON as application/x-www-form-urlencoded.
+    let request = match parse_body(body).and_then(|args| {
+        serde_path_to_error::deserialize::<_, ChatRequest>(args).map_err(|e| {
+            ToolError::invalid(format!("bad chat request: {e}"))
+                .with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}")
+        })
+    }) {
+        Ok(request) => request,
+        Err(error) => return error_response(&error),
     };
     if let Err(error) = app.agent.check(&request) {
         return error_response(&error);
