@@ -194,30 +194,11 @@ async fn back_forward_and_reload_move_through_history() {
 
 #[tokio::test]
 async fn missing_target_names_the_field() {
-    let error = fails(
-        "browser_navigate",
-        json!({ "session": "nav-args" }),
-        "INVALID_ARGUMENT",
-    )
-    .await;
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("target")
-    );
-    let error = fails(
-        "browser_navigate",
-        json!({ "session": "nav-args", "target": "http://127.0.0.1/", "timeout_ms": 5 }),
-        "INVALID_ARGUMENT",
-    )
-    .await;
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("timeout_ms")
-    );
+    let missing = json!({ "session": "nav-args" });
+    common::invalid("browser_navigate", missing, "target").await;
+    let too_short =
+        json!({ "session": "nav-args", "target": "http://127.0.0.1/", "timeout_ms": 5 });
+    common::invalid("browser_navigate", too_short, "timeout_ms").await;
 }
 
 #[tokio::test]

@@ -428,6 +428,17 @@ pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
     body
 }
 
+/// Calls a tool that must fail with `INVALID_ARGUMENT` naming field `field` in its message.
+pub async fn invalid(tool: &str, args: Value, field: &str) -> Value {
+    let error = fails(tool, args.clone(), "INVALID_ARGUMENT").await;
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("field `{field}`")),
+        "{tool} {args}: {error:#}"
+    );
+    error
+}
+
 /// Calls a tool with a ref that must be `STALE_REF`, whose hint sends the agent to take a new
 /// element list.
 pub async fn stale(tool: &str, args: Value) -> Value {
