@@ -29,6 +29,14 @@ impl App {
     /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
     pub fn new(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
+        let removed = crate::browser::profiles::ProfileStore::new(&config.data_dir, None)
+            .remove_abandoned_temps();
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed temp files of profile saves that never finished"
+            );
+        }
         let web = Arc::new(WebService::new(&config)?);
         // One URL policy for both sides, parsed once by the web client.
         let browser = BrowserService::new(config.clone(), web.client.policy().clone());

@@ -392,3 +392,27 @@ async fn import_reads_only_regular_files_of_the_files_root() {
         "/healthz took {answered_in:?} during the FIFO imports"
     );
 }
+
+/// An export killed mid-write leaves a temp file with plaintext cookies; the next start
+/// removes it (its process is gone) and keeps the saved profiles.
+#[tokio::test]
+async fn a_start_removes_temp_files_of_unfinished_exports() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = data.path().join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let abandoned = profiles.join(".site.4000000000.tmp");
+    std::fs::write(
+        &abandoned,
+        br#"{"cookies": [{"name": "session", "value": "secret"}]}"#,
+    )
+    .unwrap();
+    let kept = profiles.join("site.json");
+    std::fs::write(&kept, b"{}").unwrap();
+    let (service, _api) = spawn_service(data.path());
+    stop(service);
+    assert!(
+        !abandoned.exists(),
+        "the abandoned temp file is still there"
+    );
+    assert!(kept.exists());
+}

@@ -203,6 +203,32 @@ impl ProfileStore {
         self.dir.join(format!("{name}.json"))
     }
 
+    /// Removes the temp files of saves that a process which is gone left behind (killed
+    /// mid-export): they hold plaintext cookies. Returns how many were removed.
+    pub fn remove_abandoned_temps(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let abandoned = entries.flatten().map(|e| e.path()).filter(|path| {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            // `.NAME.PID.tmp`, as `save` writes them.
+            let pid = name
+                .strip_prefix('.')
+                .and_then(|n| n.strip_suffix(".tmp"))
+                .and_then(|n| n.rsplit('.').next())
+                .and_then(|pid| pid.parse::<u32>().ok());
+            pid.is_some_and(|pid| {
+                pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists()
+            })
+        });
+        abandoned
+            .filter(|path| std::fs::remove_file(path).is_ok())
+            .count()
+    }
+
     /// Writes the profile atomically (temp file, fsync, rename) with mode 0600, so a crash
     /// mid-write leaves the previous version intact.
     pub fn save(&self, profile: &Profile) -> ToolResult<PathBuf> {
@@ -536,6 +562,23 @@ mod tests {
             ErrorCode::NotConfigured
         );
         assert!(parse_key("short").is_err());
+    }
+
+    #[test]
+    fn temps_of_gone_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path(), None);
+        let profiles = dir.path().join("profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        // PID 1 is always alive; PIDs never reach 4,000,000,000.
+        let gone = profiles.join(".site.4000000000.tmp");
+        let alive = profiles.join(".site.1.tmp");
+        let other = profiles.join("site.json");
+        for file in [&gone, &alive, &other] {
+            std::fs::write(file, b"{}").unwrap();
+        }
+        assert_eq!(store.remove_abandoned_temps(), 1);
+        assert!(!gone.exists() && alive.exists() && other.exists());
     }
 
     #[test]
