@@ -28,6 +28,17 @@ def page_urls(origins: list[str]) -> list[str]:
             for i in range(PAGES)]
 
 
+def crawl_until_done(api: str, args: dict, poll: float = 0.05) -> tuple[dict, dict, float]:
+    """Starts a crawl_batch task and polls crawl_status until it finished: (task, status, seconds)."""
+    started = time.perf_counter()
+    task = call(api, "crawl_batch", args)
+    while True:
+        status = call(api, "crawl_status", {"task_id": task["task_id"]})
+        if status["status"] in ("completed", "failed"):
+            return task, status, time.perf_counter() - started
+        time.sleep(poll)
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -44,14 +55,7 @@ def main():
     with tempfile.TemporaryDirectory() as data_dir:
         proc, api = start_webpilot(args.bin, data_dir)
         try:
-            started = time.perf_counter()
-            task = call(api, "crawl_batch", {"urls": page_urls(origins), "parallel": PARALLEL, "mode": "http"})
-            while True:
-                status = call(api, "crawl_status", {"task_id": task["task_id"]})
-                if status["status"] in ("completed", "failed"):
-                    break
-                time.sleep(0.05)
-            seconds = time.perf_counter() - started
+            task, _, seconds = crawl_until_done(api, {"urls": page_urls(origins), "parallel": PARALLEL, "mode": "http"})
             # crawl_status pages its results; the REST task endpoint returns all of them.
             with urllib.request.urlopen(f"{api}/api/crawler/tasks/{task['task_id']}", timeout=60) as response:
                 everything = json.load(response)

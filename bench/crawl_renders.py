@@ -18,9 +18,9 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from crawl import crawl_until_done  # noqa: E402
 from extraction import call, log, start_webpilot  # noqa: E402
 
 PAGES = 16
@@ -50,14 +50,7 @@ def serve_shells(folder: str) -> str:
 
 def crawl(api: str, origin: str, first: int, parallel: int) -> float:
     urls = [f"{origin}/shell-{n}.html" for n in range(first, first + PAGES)]
-    started = time.perf_counter()
-    task = call(api, "crawl_batch", {"urls": urls, "parallel": parallel})
-    while True:
-        status = call(api, "crawl_status", {"task_id": task["task_id"]})
-        if status["status"] in ("completed", "failed"):
-            break
-        time.sleep(0.02)
-    seconds = time.perf_counter() - started
+    _, status, seconds = crawl_until_done(api, {"urls": urls, "parallel": parallel}, poll=0.02)
     vias = {r["result"]["via"] for r in status["results"]}
     if status["errors"] or vias != {"browser"}:
         raise SystemExit(f"unexpected crawl outcome: errors {status['errors']}, via {vias}")

@@ -131,7 +131,10 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Skill => {
-            print!("{}", webpilot::tools::skill(&webpilot::tools::specs()));
+            print!(
+                "{}",
+                webpilot::server::skill::skill(&webpilot::tools::specs())
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,

@@ -7,6 +7,7 @@ mod crawler;
 pub mod mcp;
 mod openapi;
 mod rest;
+pub mod skill;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -17,7 +17,6 @@ mod open_web_page;
 mod read;
 mod schema;
 mod screenshot;
-mod skill;
 mod tabs;
 mod web_search;
 
@@ -39,7 +38,6 @@ use crate::pages::Pages;
 use crate::web::WebService;
 
 pub use call::{Call, SessionName, TimeoutMs, check_session_name};
-pub use skill::skill;
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
 /// added), images for fronts that can show them, and a one-line outcome for humans.

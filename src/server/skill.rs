@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
-use super::{Scope, ToolSpec};
 use crate::config::DEFAULT_PORT;
 use crate::error::ErrorCode;
+use crate::tools::{Scope, ToolSpec};
 
 const DESCRIPTION: &str = "Browse and read the web from the command line: open JavaScript \
 pages in a real headless Chromium and read them as Markdown or numbered interactive elements, \
