@@ -24,6 +24,7 @@ pub enum ErrorCode {
     BrowserUnavailable,
     Upstream,
     Limit,
+    TooLarge,
     NotConfigured,
     Unauthorized,
     Internal,
@@ -31,7 +32,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the API description's list of error statuses.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::InvalidArgument,
         ErrorCode::StaleRef,
         ErrorCode::NoSuchRef,
@@ -45,6 +46,7 @@ impl ErrorCode {
         ErrorCode::BrowserUnavailable,
         ErrorCode::Upstream,
         ErrorCode::Limit,
+        ErrorCode::TooLarge,
         ErrorCode::NotConfigured,
         ErrorCode::Unauthorized,
         ErrorCode::Internal,
@@ -69,6 +71,7 @@ impl ErrorCode {
             | ErrorCode::NoSuchTool
             | ErrorCode::NoSuchTask => 404,
             ErrorCode::StaleRef => 409,
+            ErrorCode::TooLarge => 413,
             ErrorCode::Limit => 429,
             ErrorCode::Internal => 500,
             ErrorCode::NotConfigured => 501,
@@ -100,6 +103,7 @@ impl ErrorCode {
             }
             ErrorCode::Upstream => "try again later or another backend",
             ErrorCode::Limit => "close idle sessions or tabs, or wait, then call again",
+            ErrorCode::TooLarge => "send less: the message names the limit",
             ErrorCode::NotConfigured => "set the named configuration value and restart",
             ErrorCode::Unauthorized => {
                 "send the configured bearer token: Authorization: Bearer <token>"

@@ -39,6 +39,43 @@ impl FileRoots {
         })
     }
 
+    /// A file sent inline (`name`, content in base64) for argument `field`: the name must be a
+    /// plain file name, the content within `files.max_bytes`.
+    pub fn inline(&self, name: &str, base64: &str, field: &str) -> ToolResult<Vec<u8>> {
+        use base64::Engine;
+        let plain = !name.is_empty()
+            && name.len() <= 255
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\', '\0']);
+        if !plain {
+            return Err(ToolError::invalid(format!(
+                "field `{field}`: {name:?} is not a plain file name"
+            ))
+            .with_hint("name the file like notes.txt: no folders"));
+        }
+        // Base64 is 4 bytes per 3: refuse an oversized file before decoding it.
+        if base64.len() as u64 / 4 * 3 > self.max_bytes + 3 {
+            return Err(self.too_large(field));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(base64.trim())
+            .map_err(|e| {
+                ToolError::invalid(format!(
+                    "field `{field}`: {name:?} is not valid base64: {e}"
+                ))
+            })?;
+        if bytes.len() as u64 > self.max_bytes {
+            return Err(self.too_large(field));
+        }
+        Ok(bytes)
+    }
+
+    /// Largest file a tool reads or takes inline.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     /// The root relative paths resolve against.
     pub fn main_root(&self) -> &Path {
         &self.roots[0]
@@ -113,13 +150,13 @@ impl FileRoots {
 
     fn too_large(&self, field: &str) -> ToolError {
         ToolError::new(
-            ErrorCode::Limit,
+            ErrorCode::TooLarge,
             format!(
                 "field `{field}`: the file is larger than files.max_bytes ({} bytes)",
                 self.max_bytes
             ),
         )
-        .with_hint("send a smaller file, or raise files.max_bytes")
+        .with_hint("send a smaller file, or ask the operator to raise files.max_bytes")
     }
 }
 
@@ -195,6 +232,27 @@ mod tests {
             assert!(error.message.contains("field `paths`"), "{refused}");
             assert!(error.hint.contains(root.to_str().unwrap()), "{refused}");
         }
-        assert_eq!(code(files.checked("big.txt", "paths")), ErrorCode::Limit);
+        assert_eq!(code(files.checked("big.txt", "paths")), ErrorCode::TooLarge);
+    }
+
+    #[test]
+    fn inline_files_have_plain_names_valid_base64_and_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = roots(dir.path(), 10);
+        assert_eq!(
+            files.inline("a.txt", "aGVsbG8=", "files").unwrap(),
+            b"hello"
+        );
+        for bad_name in ["", ".", "..", "a/b.txt", "..\\x", "x\0"] {
+            let error = files.inline(bad_name, "aGVsbG8=", "files").unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument, "{bad_name:?}");
+        }
+        let error = files.inline("a.txt", "not base64!", "files").unwrap_err();
+        assert!(error.message.contains("field `files`"), "{}", error.message);
+        // Eleven bytes: over the cap, whether caught before or after decoding.
+        for eleven in ["aGVsbG8gd29ybGQ=", &"QUFB".repeat(100)] {
+            let error = files.inline("a.txt", eleven, "files").unwrap_err();
+            assert_eq!(error.code, ErrorCode::TooLarge);
+        }
     }
 }

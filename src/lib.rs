@@ -13,19 +13,22 @@
 //! - [`pages`]: reading one page as a service — HTTP or a browser render, extraction, paging.
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
 //!   refs, content. Nothing outside this module names chromiumoxide.
+//! - [`egress`]: the policy proxy every connection of Chromium goes through (SOCKS5, one lane
+//!   per browser context, refusals logged per lane).
 //! - [`web`]: the browserless side — guarded HTTP client, search backends, extraction, Markdown.
 //! - [`agent`]: the tool loop driving any OpenAI-compatible model.
 //! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, OpenAPI, auth, shutdown.
 //! - [`app`]: wires everything together for the server and the CLI.
 //!
 //! Dependencies point one way: `server` → `agent` → `tools` → `crawl` → `pages` → `browser` |
-//! `web`; all may use `config`, `error`, `policy` and `files` (ARCHITECTURE.md).
+//! `web`, and `browser` → `egress`; all may use `config`, `error`, `policy` and `files` (ARCHITECTURE.md).
 
 pub mod agent;
 pub mod app;
 pub mod browser;
 pub mod config;
 pub mod crawl;
+pub mod egress;
 pub mod error;
 pub mod files;
 pub mod metrics;

@@ -37,7 +37,7 @@ fn only_the_browser_layer_names_chromiumoxide() {
 }
 
 /// The layers above every lower layer (ARCHITECTURE.md, "Direction of dependencies":
-/// server → agent → tools → crawl → pages → browser | web).
+/// server → agent → tools → crawl → pages → browser | web, browser → egress).
 const UPPER: [&str; 4] = [
     "crate::tools",
     "crate::server",
@@ -46,11 +46,20 @@ const UPPER: [&str; 4] = [
 ];
 
 /// Each lower layer, and what else it may not import.
-const FORBIDDEN: [(&str, &[&str]); 4] = [
+const FORBIDDEN: [(&str, &[&str]); 5] = [
     ("browser", &["crate::crawl", "crate::pages", "crate::web"]),
     ("web", &["crate::crawl", "crate::pages", "crate::browser"]),
     ("pages", &["crate::crawl"]),
     ("crawl", &["crate::browser"]),
+    (
+        "egress",
+        &[
+            "crate::crawl",
+            "crate::pages",
+            "crate::web",
+            "crate::browser",
+        ],
+    ),
 ];
 
 #[test]

@@ -186,6 +186,25 @@ async fn rate_limits_are_retried_and_other_failures_are_error_events() {
             .contains("Incorrect API key")
     );
     assert!(!names(&events).contains(&"done"));
+    // Without streaming, the same error in the error shape, hint included.
+    let mut unstreamed = user("unauthorized");
+    unstreamed["stream"] = json!(false);
+    let response = client()
+        .post(format!("{}/api/chat", service().api))
+        .json(&unstreamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 502);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "UPSTREAM", "{body:#}");
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--llm-api-key"),
+        "{body:#}"
+    );
 
     let started = std::time::Instant::now();
     let events = chat_events(user("stall")).await;

@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{element_lines, fails, harness, ok, open, ref_of};
 use serde_json::json;
 
@@ -122,6 +124,61 @@ async fn upload_shows_the_file_name_and_size() {
             .contains("Picked notes.txt (12 bytes)"),
         "the refused uploads changed nothing"
     );
+    // Past files.max_bytes (50 MB): a 60 MB file is refused before anything is read.
+    let huge = std::fs::File::create(root.join("huge.bin")).unwrap();
+    huge.set_len(60 * 1024 * 1024).unwrap();
+    let args = json!({ "session": s, "action": "upload", "ref": input, "paths": ["huge.bin"] });
+    let refused = common::fails("browser_interact", args, "TOO_LARGE").await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("files.max_bytes"),
+        "{refused:#}"
+    );
+}
+
+/// A caller without access to the server's files sends the file with the call; the page reads
+/// exactly those bytes.
+#[tokio::test]
+async fn upload_takes_files_sent_inline() {
+    use base64::Engine;
+    let s = "act-upload-inline";
+    open(s, "form.html").await;
+    let input = ref_of(&element_lines(s).await, "Attachment");
+    let content = base64::engine::general_purpose::STANDARD.encode("sent with the call");
+    act(
+        s,
+        json!({ "action": "upload", "ref": input,
+                "files": [{ "name": "inline.txt", "base64": content }] }),
+    )
+    .await;
+    common::eventually(
+        "the page reads the file",
+        Duration::from_secs(10),
+        || async {
+            common::page_text(s)
+                .await
+                .contains("Picked inline.txt (18 bytes), reading sent with the call")
+        },
+    )
+    .await;
+    for (bad, field) in [
+        (
+            json!([{ "name": "../escape.txt", "base64": content }]),
+            "files",
+        ),
+        (
+            json!([{ "name": "x.txt", "base64": "not base64!" }]),
+            "files",
+        ),
+        (json!([{ "name": "x.txt" }]), "files[0]"),
+    ] {
+        let args = json!({ "session": s, "action": "upload", "ref": input, "files": bad });
+        common::invalid("browser_interact", args, field).await;
+    }
+    let neither = json!({ "session": s, "action": "upload", "ref": input });
+    common::invalid("browser_interact", neither, "paths or files").await;
 }
 
 #[tokio::test]

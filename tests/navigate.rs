@@ -293,7 +293,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
     )
     .await;
     assert!(
-        clicked["blocked"]
+        clicked["blocked_document"]
             .as_str()
             .is_some_and(|b| b.contains("127.0.0.3")),
         "{clicked:#}"

@@ -125,6 +125,98 @@ async fn bad_bodies_get_4xx_with_the_error_shape() {
     assert!(status < 500, "the largest budget is no crash: {json:#}");
 }
 
+/// Oversized requests are the caller's to fix, in the error shape: a body over the endpoint's
+/// limit is 413 `TOO_LARGE` (not 429, which says "retry later"), a request target over hyper's
+/// limit 414, a URL argument over 32 KiB `INVALID_ARGUMENT` naming it (not the site's failure).
+#[tokio::test]
+async fn oversized_requests_are_refused_with_the_error_shape() {
+    let api = &harness().api;
+    let chat_body = format!(
+        r#"{{"messages": [{{"role": "user", "content": "{}"}}]}}"#,
+        "a".repeat(3 << 20)
+    );
+    // A tool call takes an inline file of files.max_bytes (50 MB) in base64, and no more.
+    let tool_body = format!(r#"{{"target": "{}"}}"#, "a".repeat(70 << 20));
+    for (path, body) in [
+        ("/api/chat", chat_body),
+        ("/api/tools/browser_navigate", tool_body),
+    ] {
+        let response = client()
+            .post(format!("{api}{path}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 413, "{path}");
+        let json: Value = response.json().await.unwrap();
+        assert_eq!(json["error"]["code"], "TOO_LARGE", "{json:#}");
+    }
+    // Past what an HTTP client library even builds (64 KiB): sent by hand.
+    let answer = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = api.trim_start_matches("http://");
+        let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request = format!(
+            "GET /api/tools?q={} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "a".repeat(100_000)
+        );
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    assert!(answer.starts_with("HTTP/1.1 414 "), "{answer}");
+    let json: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(json["error"]["code"], "INVALID_ARGUMENT", "{json:#}");
+    assert!(
+        json["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("JSON body")
+    );
+
+    let long_url = format!("https://example.org/?q={}", "a".repeat(100_000));
+    for (tool, field) in [("open_web_page", "url"), ("browser_navigate", "target")] {
+        let (status, body) = call_at(api, tool, json!({ field: long_url })).await;
+        assert_eq!(status, 400, "{tool}");
+        assert_eq!(body["error"]["code"], "INVALID_ARGUMENT", "{tool}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("field `{field}`")) && message.len() < 200,
+            "{tool}"
+        );
+    }
+}
+
+/// A client that never finishes its request head holds no connection forever, and many of
+/// them do not keep others out.
+#[tokio::test]
+async fn half_sent_requests_do_not_hold_the_service() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = harness().api.trim_start_matches("http://").to_string();
+    let mut stalled = Vec::new();
+    for _ in 0..50 {
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        socket
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        stalled.push(socket);
+    }
+    let started = std::time::Instant::now();
+    let health = get_json(&format!("{}/healthz", harness().api)).await;
+    assert_eq!(health["ok"], true);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // The header read timeout (15 s) closes them, with no answer.
+    let mut first = stalled.swap_remove(0);
+    let mut rest = [0u8; 64];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(40), first.read(&mut rest))
+        .await
+        .expect("the stalled connection is closed within the header timeout");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
+
 #[tokio::test]
 async fn session_header_selects_the_session() {
     let response = client()

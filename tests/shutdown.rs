@@ -86,6 +86,26 @@ async fn chromium_dies_with_a_killed_webpilot() {
     .await;
     let profile = tmp.path().to_string_lossy().into_owned();
     no_process_mentions(&profile).await;
+
+    // The killed webpilot could not remove its browser dir; the next start does (its PID is
+    // gone), and leaves alone what is not a webpilot browser dir.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let stranger = tmp.path().join("webpilot-chromium-notapid-x");
+    std::fs::create_dir(&stranger).unwrap();
+    let (mut next, _api) = common::spawn_service(data.path(), tmp.path());
+    let abandoned = left[0].path();
+    common::eventually(
+        "the next start removes the abandoned browser dir",
+        Duration::from_secs(10),
+        || {
+            let there = abandoned.exists();
+            async move { !there }
+        },
+    )
+    .await;
+    assert!(stranger.exists());
+    assert!(terminate(&mut next).await.success());
 }
 
 /// Waits until no process has `profile` on its command line (Chromium's helpers exit a moment

@@ -124,12 +124,19 @@ impl Frames {
     pub(crate) async fn attach(
         browser: &BrowserHandle,
         page: &Page,
+        guard: Arc<DocumentGuard>,
         events: Arc<Mutex<TabEvents>>,
         scripts: InitScripts,
     ) -> Self {
         let registry = Arc::new(Mutex::new(Registry::default()));
+        let watched = Watched {
+            registry: registry.clone(),
+            events,
+            guard,
+            scripts,
+        };
         let linked = match &browser.link {
-            Some(link) => Linked::attach(browser, link, page, registry.clone(), events, scripts)
+            Some(link) => Linked::attach(browser, link, page, watched)
                 .await
                 .inspect_err(|error| {
                     tracing::warn!(message = %error.message, "frames of other sites are out of reach");
@@ -277,9 +284,7 @@ impl Linked {
         browser: &BrowserHandle,
         link: &Arc<CdpLink>,
         page: &Page,
-        registry: Arc<Mutex<Registry>>,
-        events: Arc<Mutex<TabEvents>>,
-        scripts: InitScripts,
+        watched: Watched,
     ) -> ToolResult<Self> {
         let attach = AttachToTargetParams {
             target_id: page.target_id().clone(),
@@ -293,17 +298,7 @@ impl Linked {
             .clone();
         let (route, receiver) = mpsc::unbounded_channel();
         link.route(&page_session, route.clone());
-        let watcher = tokio::spawn(watch(
-            Watched {
-                link: link.clone(),
-                page_session: page_session.clone(),
-                registry,
-                events,
-                guard: browser.guard.clone(),
-                scripts,
-            },
-            receiver,
-        ));
+        let watcher = tokio::spawn(watch(link.clone(), page_session.clone(), watched, receiver));
         let linked = Self {
             link: link.clone(),
             page_session,
@@ -345,10 +340,8 @@ fn auto_attach() -> SetAutoAttachParams {
     }
 }
 
-/// What the frame watcher works with.
+/// What the frame watcher shares with the tab.
 struct Watched {
-    link: Arc<CdpLink>,
-    page_session: String,
     registry: Arc<Mutex<Registry>>,
     events: Arc<Mutex<TabEvents>>,
     guard: Arc<DocumentGuard>,
@@ -356,10 +349,13 @@ struct Watched {
 }
 
 /// Follows the tab's out-of-process frames until the tab is dropped.
-async fn watch(watched: Watched, mut receiver: mpsc::UnboundedReceiver<LinkEvent>) {
+async fn watch(
+    link: Arc<CdpLink>,
+    page_session: String,
+    watched: Watched,
+    mut receiver: mpsc::UnboundedReceiver<LinkEvent>,
+) {
     let Watched {
-        link,
-        page_session,
         registry,
         events,
         guard,

@@ -4,13 +4,13 @@
 //! and for the main frame the tab remembers why, so tools answer `BLOCKED_URL` instead of
 //! showing Chromium's error page.
 //!
-//! Subresources (images, scripts, fetch/XHR) are not paused: pausing every request would cost
-//! each page load a round trip per resource.
+//! This is the first line, not the only one: it names the refusal of a tab's own document
+//! before anything commits, and it is all a remote browser on another host has. Everything
+//! else a page loads (subresources, workers, popups, frames the tab does not follow) is held
+//! by the egress proxy (`crate::egress`), which a launched browser's every connection goes
+//! through.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::fetch::{
@@ -24,8 +24,8 @@ use url::{Host, Url};
 use super::link::CdpTarget;
 use super::pool::BrowserHandle;
 use super::tab::{TabEvents, lock};
+use crate::egress::{Egress, Lane, Unreachable};
 use crate::error::ToolResult;
-use crate::policy::UrlPolicy;
 
 /// Starts pausing the page's document requests; the stream carries them to `answer`.
 pub(crate) async fn guard_documents(
@@ -60,67 +60,53 @@ pub(crate) fn document_pattern() -> EnableParams {
     }
 }
 
-/// How long a host's addresses are reused. Chromium resolves the host again for its own
-/// connection, so the cache saves our lookup (a DNS round trip per document), not a check.
-const ADDRESSES_TTL: Duration = Duration::from_secs(60);
-/// Beyond this many cached hosts the cache starts over.
-const ADDRESSES_KEPT: usize = 1024;
-
-/// Addresses of recently checked hosts, by (lower-cased name, port), with when they were found.
-type AddressCache = HashMap<(String, u16), (Instant, Vec<IpAddr>)>;
-
-/// The URL policy with the addresses of recently checked hosts.
+/// The URL policy for documents, judged with the egress proxy's resolver (one address cache);
+/// a session's guard notes its refusals in the session's lane, beside the proxy's own.
+#[derive(Clone)]
 pub(crate) struct DocumentGuard {
-    policy: UrlPolicy,
-    addresses: Mutex<AddressCache>,
+    egress: Arc<Egress>,
+    lane: Option<Arc<Lane>>,
 }
 
 impl DocumentGuard {
-    pub(crate) fn new(policy: UrlPolicy) -> Self {
-        Self {
-            policy,
-            addresses: Mutex::new(HashMap::new()),
-        }
+    pub(crate) fn new(egress: Arc<Egress>) -> Self {
+        Self { egress, lane: None }
+    }
+
+    /// This guard, noting refusals in `lane`.
+    pub(crate) fn for_lane(&self, lane: Option<Arc<Lane>>) -> Arc<Self> {
+        Arc::new(Self {
+            egress: self.egress.clone(),
+            lane,
+        })
     }
 
     /// Scheme, then every address the host resolves to, since Chromium may connect to any of
-    /// them. A name that does not resolve passes: its request fails on its own, with the DNS
-    /// error.
+    /// them. A name that does not resolve passes: its request fails on its own (at the egress
+    /// proxy, or in Chromium's DNS for a remote browser).
     pub(crate) async fn check(&self, url: &Url) -> ToolResult<()> {
-        self.policy.check_url(url)?;
+        let verdict = self.judge(url).await;
+        if let (Err(error), Some(lane), Some(host), Some(port)) = (
+            &verdict,
+            &self.lane,
+            url.host_str(),
+            url.port_or_known_default(),
+        ) {
+            lane.refused(host, port, error);
+        }
+        verdict
+    }
+
+    async fn judge(&self, url: &Url) -> ToolResult<()> {
+        let resolver = self.egress.resolver();
+        resolver.policy().check_url(url)?;
         let Some(Host::Domain(name)) = url.host() else {
             return Ok(());
         };
-        let port = url.port_or_known_default().unwrap_or(80);
-        for ip in self.resolve(name, port).await {
-            self.policy.check_addr(url.as_str(), Some(name), ip)?;
+        match resolver.checked(name).await {
+            Err(Unreachable::Refused(error)) => Err(error),
+            Ok(_) | Err(Unreachable::Unresolved) => Ok(()),
         }
-        Ok(())
-    }
-
-    async fn resolve(&self, name: &str, port: u16) -> Vec<IpAddr> {
-        let key = (name.to_ascii_lowercase(), port);
-        if let Some((at, ips)) = self.cached().get(&key)
-            && at.elapsed() < ADDRESSES_TTL
-        {
-            return ips.clone();
-        }
-        let Ok(found) = tokio::net::lookup_host((name, port)).await else {
-            return Vec::new();
-        };
-        let ips: Vec<IpAddr> = found.map(|address| address.ip()).collect();
-        let mut cached = self.cached();
-        if cached.len() >= ADDRESSES_KEPT {
-            cached.clear();
-        }
-        cached.insert(key, (Instant::now(), ips.clone()));
-        ips
-    }
-
-    fn cached(&self) -> std::sync::MutexGuard<'_, AddressCache> {
-        self.addresses
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -169,18 +155,22 @@ pub(crate) async fn answer(
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+    use crate::policy::UrlPolicy;
 
     #[tokio::test]
     async fn names_are_judged_by_the_addresses_they_resolve_to() {
         let local = Url::parse("http://localhost:9/").unwrap();
-        let strict = DocumentGuard::new(UrlPolicy::default());
+        let strict = DocumentGuard::new(Egress::new(UrlPolicy::default()));
         for _ in 0..2 {
             // The second answer comes from the cache and must say the same.
             let refused = strict.check(&local).await.unwrap_err();
             assert_eq!(refused.code, ErrorCode::BlockedUrl);
             assert!(refused.message.contains("localhost"), "{}", refused.message);
         }
-        let by_name = DocumentGuard::new(UrlPolicy::new(&["localhost".into()]).unwrap());
+        let by_name =
+            DocumentGuard::new(Egress::new(UrlPolicy::new(&["localhost".into()]).unwrap()));
+        let subdomain = Url::parse("http://x.localhost:9/").unwrap();
+        assert!(strict.check(&subdomain).await.is_err());
         assert!(by_name.check(&local).await.is_ok());
         let unknown = Url::parse("http://no-such-host.invalid/").unwrap();
         assert!(strict.check(&unknown).await.is_ok());

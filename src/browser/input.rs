@@ -363,15 +363,8 @@ impl Tab {
     }
 
     /// Puts local files into an `<input type=file>` (fires `input` and `change`).
+    /// Sets the files of a file input; `paths` were checked by the caller (files roots).
     pub async fn upload(&self, ref_id: u32, paths: &[PathBuf]) -> ToolResult<()> {
-        for path in paths {
-            if !path.is_file() {
-                return Err(ToolError::invalid(format!(
-                    "field `paths`: {} is not a readable file",
-                    path.display()
-                )));
-            }
-        }
         let is_file_input = self
             .on_element(
                 ref_id,

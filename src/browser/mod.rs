@@ -21,10 +21,13 @@ mod snapshot;
 mod storage;
 mod tab;
 
+pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use navigation::{Arrival, Destination};
-pub use pool::{BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher};
+pub use pool::{
+    BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
+};
 pub use session::{BrowserService, SessionGuard, TabInfo};
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

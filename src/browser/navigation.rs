@@ -59,6 +59,10 @@ impl Tab {
             events.blocked = None;
             events.main_commits
         };
+        let url = match &destination {
+            Destination::Url(url) => Some(url.clone()),
+            _ => None,
+        };
         let mut failure = self.start_navigation(destination).await?;
         let goal = SettleGoal {
             wait_for,
@@ -76,7 +80,7 @@ impl Tab {
                 Some(Ok(Some(error))) => Err(lock(&self.events)
                     .blocked
                     .take()
-                    .unwrap_or_else(|| navigation_failed(&error))),
+                    .unwrap_or_else(|| self.navigation_error(url.as_deref(), &error))),
                 _ => Ok(()),
             })
             .await;
@@ -114,7 +118,8 @@ impl Tab {
                     .flatten(),
                 None => None,
             };
-            return Err(navigation_failed(
+            return Err(self.navigation_error(
+                url.as_deref(),
                 error.as_deref().unwrap_or("the page could not be loaded"),
             ));
         }
@@ -123,6 +128,27 @@ impl Tab {
             ready,
             dialogs: self.take_dialogs(),
         })
+    }
+
+    /// The error of a failed navigation to `url`. When Chromium only saw its proxy connection
+    /// fail, the egress lane knows why: the policy (`BLOCKED_URL`), DNS or the connection.
+    fn navigation_error(&self, url: Option<&str>, error: &str) -> ToolError {
+        let through_proxy = ["SOCKS", "PROXY", "TUNNEL"]
+            .iter()
+            .any(|name| error.contains(name));
+        let known = url
+            .filter(|_| through_proxy)
+            .and_then(|url| url::Url::parse(url).ok())
+            .and_then(|url| {
+                let (host, port) = (url.host_str()?.to_string(), url.port_or_known_default()?);
+                let failure = self.lane.as_ref()?.failure(&host, port)?;
+                Some(failure.navigation_error(&format!("{host}:{port}")))
+            });
+        match known {
+            Some(Ok(refusal)) => refusal,
+            Some(Err(network)) => navigation_failed(&network),
+            None => navigation_failed(error),
+        }
     }
 
     /// Waits (briefly) until the main frame has committed a document after `commits_before`.

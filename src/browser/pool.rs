@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use super::guard::DocumentGuard;
 use super::link::CdpLink;
 use crate::config::Config;
+use crate::egress::{Egress, Lane, NO_BYPASS};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
 
@@ -39,6 +40,8 @@ pub struct BrowserPool {
     current: Mutex<Option<Arc<BrowserHandle>>>,
     /// Counts generations; the first launch is generation 1.
     generations: AtomicU64,
+    /// The egress proxy every launched browser's connections go through.
+    egress: Arc<Egress>,
     /// Which documents tabs may load (`fetch.allow`), shared by every generation.
     guard: Arc<DocumentGuard>,
 }
@@ -66,6 +69,11 @@ pub struct BrowserHandle {
     download_task: JoinHandle<()>,
     /// Which documents tabs may load.
     pub(crate) guard: Arc<DocumentGuard>,
+    /// Where the browser contexts' connections go: set when this browser can reach the egress
+    /// proxy on 127.0.0.1 (launched here, or a remote browser on this machine).
+    pub(crate) egress: Option<Arc<Egress>>,
+    /// The lane of connections outside any context of ours (`--proxy-server`).
+    _default_lane: Option<Lane>,
     /// The second connection, for frame sessions and direct navigation (`link.rs`); `None`
     /// when the browser would not take one.
     pub(crate) link: Option<Arc<CdpLink>>,
@@ -94,12 +102,19 @@ impl Drop for BrowserHandle {
 
 impl BrowserPool {
     pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Self {
+        let egress = Egress::new(policy);
         Self {
             config,
             current: Mutex::new(None),
             generations: AtomicU64::new(0),
-            guard: Arc::new(DocumentGuard::new(policy)),
+            guard: Arc::new(DocumentGuard::new(egress.clone())),
+            egress,
         }
+    }
+
+    /// Connections the egress proxy refused since start.
+    pub fn egress_refused(&self) -> u64 {
+        self.egress.refused_total()
     }
 
     /// The live browser, launching (or reconnecting) one if there is none or it died.
@@ -158,7 +173,7 @@ impl BrowserPool {
             .browser_ws
             .clone()
             .or_else(|| self.config.browser_url.clone());
-        let (browser, handler, profile_dir) = match remote {
+        let (browser, handler, profile_dir, default_lane) = match remote {
             Some(url) => {
                 let (browser, handler) =
                     tokio::time::timeout(cdp_timeout, Browser::connect(url.clone()))
@@ -169,13 +184,26 @@ impl BrowserPool {
                         .map_err(|e| {
                             unavailable(format!("cannot connect to the browser at {url}: {e}"))
                         })?;
-                (browser, handler, None)
+                (browser, handler, None, None)
             }
             None => {
-                let (browser, handler, dir) = self.launch().await?;
-                (browser, handler, Some(dir))
+                let lane = self
+                    .egress
+                    .open_lane()
+                    .await
+                    .map_err(|e| unavailable(format!("cannot open the egress proxy: {e}")))?;
+                let (browser, handler, dir) = self.launch(&lane).await?;
+                (browser, handler, Some(dir), Some(lane))
             }
         };
+        let egress = (default_lane.is_some() || on_this_machine(browser.websocket_address()))
+            .then(|| self.egress.clone());
+        if egress.is_none() {
+            tracing::warn!(
+                "the remote browser is on another host: only its documents are checked \
+                 against the URL policy, not its subresources"
+            );
+        }
         let mut browser = browser;
         let link = connect_link(browser.websocket_address(), cdp_timeout).await;
         let pid = browser
@@ -201,13 +229,18 @@ impl BrowserPool {
             downloads,
             download_task,
             guard: self.guard.clone(),
+            egress,
+            _default_lane: default_lane,
             link,
         })
     }
 
-    async fn launch(&self) -> ToolResult<(Browser, chromiumoxide::Handler, tempfile::TempDir)> {
+    async fn launch(
+        &self,
+        lane: &Lane,
+    ) -> ToolResult<(Browser, chromiumoxide::Handler, tempfile::TempDir)> {
         let dir = tempfile::Builder::new()
-            .prefix("webpilot-chromium-")
+            .prefix(&format!("{BROWSER_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| unavailable(format!("cannot create a browser profile dir: {e}")))?;
         let tmp = dir.path().join("tmp");
@@ -215,7 +248,7 @@ impl BrowserPool {
             .map_err(|e| unavailable(format!("cannot create the browser's TMPDIR: {e}")))?;
         let profile = dir.path().join("profile");
         write_preferences(&profile)?;
-        let config = launch_config(&self.config, profile, tmp)?;
+        let config = launch_config(&self.config, profile, tmp, &lane.proxy_server())?;
         let (browser, handler) = Browser::launch(config).await.map_err(|e| {
             unavailable(format!(
                 "cannot launch {}: {e}",
@@ -239,6 +272,42 @@ fn write_preferences(profile: &std::path::Path) -> ToolResult<()> {
         .map_err(|e| unavailable(format!("cannot write the browser profile: {e}")))
 }
 
+/// A launched browser's profile and TMPDIR live in `<temp dir>/webpilot-chromium-<pid>-XXXX`,
+/// `<pid>` being webpilot's.
+const BROWSER_DIR_PREFIX: &str = "webpilot-chromium-";
+
+/// Removes, in the background, the browser dirs that webpilot processes which are gone left in
+/// the temp dir (killed with SIGKILL, they could not remove them): profiles with cookies,
+/// caches, hundreds of MB each.
+pub fn remove_abandoned_browser_dirs() -> tokio::task::JoinHandle<usize> {
+    tokio::task::spawn_blocking(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return 0;
+        };
+        let abandoned = entries.flatten().map(|e| e.path()).filter(|path| {
+            let pid = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(BROWSER_DIR_PREFIX))
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok());
+            // This process's own dirs belong to browsers it runs (tests start several services
+            // in one process).
+            pid.is_some_and(|pid| pid != std::process::id() && !process_running(pid))
+        });
+        let removed = abandoned
+            .filter(|path| std::fs::remove_dir_all(path).is_ok())
+            .count();
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed browser dirs of webpilot processes that are gone"
+            );
+        }
+        removed
+    })
+}
+
 /// Environment variable that turns the `webpilot` binary into a Chromium launcher: it asks the
 /// kernel to kill it when webpilot dies (`PR_SET_PDEATHSIG`), then execs the named browser.
 /// Without it, a webpilot killed by SIGKILL (or the OOM killer) would orphan its Chromium.
@@ -258,8 +327,14 @@ pub fn exec_chromium_if_launcher() -> Option<std::io::Error> {
     Some(error)
 }
 
-/// Chromium's launch flags: headless, no background traffic, a private profile and TMPDIR.
-fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<BrowserConfig> {
+/// Chromium's launch flags: headless, no background traffic, a private profile and TMPDIR,
+/// every connection through the egress proxy (`proxy`), loopback included.
+fn launch_config(
+    config: &Config,
+    profile: PathBuf,
+    tmp: PathBuf,
+    proxy: &str,
+) -> ToolResult<BrowserConfig> {
     let viewport = chromiumoxide::handler::viewport::Viewport {
         width: config.viewport_width,
         height: config.viewport_height,
@@ -294,8 +369,21 @@ fn launch_config(config: &Config, profile: PathBuf, tmp: PathBuf) -> ToolResult<
             "disable-breakpad",
             "disable-crash-reporter",
         ])
+        .arg(("proxy-server", proxy))
+        .arg(("proxy-bypass-list", NO_BYPASS))
         .build()
         .map_err(|e| unavailable(format!("invalid browser configuration: {e}")))
+}
+
+/// Whether the browser's DevTools endpoint is on this machine's loopback, so that it can
+/// reach the egress proxy there.
+fn on_this_machine(devtools: &str) -> bool {
+    url::Url::parse(devtools).is_ok_and(|url| match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    })
 }
 
 /// The second connection to the browser; without it tabs still work, but frames of other sites

@@ -5,6 +5,7 @@
 //! tool call); different sessions run in parallel.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
 use crate::config::Config;
+use crate::egress::{Blocked, Lane, NO_BYPASS};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
 
@@ -52,6 +54,8 @@ pub struct SessionState {
     /// context and tabs are gone and must be rebuilt.
     browser: Option<Arc<BrowserHandle>>,
     context: Option<BrowserContextId>,
+    /// The context's way out through the egress proxy (what it refused, and why).
+    lane: Option<Arc<Lane>>,
     tabs: Vec<Tab>,
     active: Option<String>,
     /// Tab numbers keep growing so a closed tab's id is never reused.
@@ -61,6 +65,11 @@ pub struct SessionState {
     /// Targets seen in `browser.pages()` that are not to be adopted: other sessions' pages and
     /// pages this session closed.
     foreign_targets: HashSet<TargetId>,
+    /// Files sent inline for uploads, staged here until the session closes (a page reads an
+    /// upload's file when it submits, not when it is picked).
+    uploads: Option<PathBuf>,
+    /// Inline files staged so far (their folder numbers).
+    staged: u32,
 }
 
 /// One tab as `browser_tabs list` shows it.
@@ -108,20 +117,22 @@ impl BrowserService {
             .is_none_or(|b| b.generation != browser.generation)
         {
             state.reset();
+            let (params, lane) = context_params(&browser).await?;
             let context = browser
                 .cdp(
                     "creating a browser context",
-                    browser
-                        .browser
-                        .create_browser_context(CreateBrowserContextParams::default()),
+                    browser.browser.create_browser_context(params),
                 )
                 .await?;
             // Kept before anything else can fail, so that `dispose` closes it whatever happens.
             state.context = Some(context.clone());
+            state.lane = lane;
             state.browser = Some(browser.clone());
             self.set_downloads(&browser, &context, &session).await?;
         }
+        let uploads = self.config.data_dir.join("uploads");
         Ok(SessionGuard {
+            uploads: uploads.join(folder_name(&session.name)),
             session,
             state,
             browser,
@@ -146,18 +157,11 @@ impl BrowserService {
                 events_enabled: None,
             }
         } else {
-            let folder: String = session
-                .name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let dir = self.config.data_dir.join("downloads").join(folder);
+            let dir = self
+                .config
+                .data_dir
+                .join("downloads")
+                .join(folder_name(&session.name));
             SetDownloadBehaviorParams {
                 behavior: SetDownloadBehaviorBehavior::Allow,
                 browser_context_id: Some(context.clone()),
@@ -274,6 +278,40 @@ impl BrowserService {
     }
 }
 
+/// A session name as a folder name: what is not alphanumeric, `-` or `_` becomes `_`.
+fn folder_name(session: &str) -> String {
+    session
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A new context's parameters: its own lane of the egress proxy when the browser can reach it.
+async fn context_params(
+    browser: &BrowserHandle,
+) -> ToolResult<(CreateBrowserContextParams, Option<Arc<Lane>>)> {
+    let Some(egress) = &browser.egress else {
+        return Ok((CreateBrowserContextParams::default(), None));
+    };
+    let lane = egress.open_lane().await.map_err(|e| {
+        ToolError::new(
+            ErrorCode::BrowserUnavailable,
+            format!("cannot open a lane of the egress proxy: {e}"),
+        )
+    })?;
+    let params = CreateBrowserContextParams::builder()
+        .proxy_server(lane.proxy_server())
+        .proxy_bypass_list(NO_BYPASS)
+        .build();
+    Ok((params, Some(Arc::new(lane))))
+}
+
 impl Session {
     fn new(name: String, scratch: bool) -> Arc<Self> {
         Arc::new(Self {
@@ -302,15 +340,20 @@ impl SessionState {
         self.tabs.clear();
         self.active = None;
         self.context = None;
+        self.lane = None;
         self.browser = None;
         self.foreign_targets.clear();
         self.init_scripts.clear();
     }
 
-    /// Closes the browser context (and with it every tab) if the browser is still alive.
+    /// Closes the browser context (and with it every tab) if the browser is still alive, and
+    /// removes the session's staged uploads.
     async fn dispose(&mut self) {
         let tabs = std::mem::take(&mut self.tabs);
         drop(tabs);
+        if let Some(uploads) = self.uploads.take() {
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(uploads)).await;
+        }
         if let (Some(browser), Some(context)) = (self.browser.clone(), self.context.clone())
             && browser.is_alive()
         {
@@ -331,6 +374,8 @@ pub struct SessionGuard {
     state: OwnedMutexGuard<SessionState>,
     browser: Arc<BrowserHandle>,
     max_tabs: usize,
+    /// Where this session stages inline upload files.
+    uploads: PathBuf,
     /// `discard` closed the context already.
     discarded: bool,
 }
@@ -358,6 +403,31 @@ impl SessionGuard {
 
     pub fn name(&self) -> &str {
         &self.session.name
+    }
+
+    /// Writes a file sent inline where the session's pages can pick it (mode 0600, its own
+    /// folder so names never collide); it stays until the session closes.
+    pub async fn stage_upload(&mut self, name: &str, bytes: Vec<u8>) -> ToolResult<PathBuf> {
+        self.state.staged += 1;
+        let folder = self.uploads.join(self.state.staged.to_string());
+        let path = folder.join(name);
+        self.state.uploads = Some(self.uploads.clone());
+        let written = path.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::create_dir_all(&folder)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&written)?
+                .write_all(&bytes)
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("staging an upload failed: {e}")))?
+        .map_err(|e| ToolError::internal(format!("cannot stage the upload {name:?}: {e}")))?;
+        Ok(path)
     }
 
     /// The active tab, opening a blank one if the session has none.
@@ -395,7 +465,7 @@ impl SessionGuard {
             .browser
             .cdp("opening a tab", self.browser.browser.new_page(params))
             .await?;
-        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone()).await?;
+        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone(), self.lane()).await?;
         for script in &self.state.init_scripts {
             tab.install_script(script).await?;
         }
@@ -419,6 +489,19 @@ impl SessionGuard {
             Some(index) => Ok(&mut self.state.tabs[index]),
             None => Err(no_such_tab(id)),
         }
+    }
+
+    fn lane(&self) -> Option<Arc<Lane>> {
+        self.state.lane.clone()
+    }
+
+    /// Connections the egress policy refused to the session's pages since the last call.
+    pub fn take_blocked(&self) -> Vec<Blocked> {
+        self.state
+            .lane
+            .as_ref()
+            .map(|lane| lane.take_blocked())
+            .unwrap_or_default()
     }
 
     pub(crate) fn context_id(&self) -> Option<BrowserContextId> {
@@ -523,7 +606,8 @@ impl SessionGuard {
                 continue;
             }
             // A page can close while it is being adopted; that is no error of this call.
-            match Tab::attach(self.next_tab_id(), page, self.browser.clone()).await {
+            let lane = self.lane();
+            match Tab::attach(self.next_tab_id(), page, self.browser.clone(), lane).await {
                 Ok(tab) => {
                     adopted.push(tab.id.clone());
                     self.state.tabs.push(tab);

@@ -422,9 +422,9 @@ pub struct Aftermath {
     pub dialogs: Vec<super::tab::DialogRecord>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub downloads: Vec<super::pool::Download>,
-    /// Why the URL policy refused the document the action tried to open.
+    /// Why the URL policy refused the document the action tried to open in this tab.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<String>,
+    pub blocked_document: Option<String>,
 }
 
 impl Tab {
@@ -457,7 +457,7 @@ impl Tab {
             ready,
             dialogs: self.take_dialogs(),
             downloads: self.take_downloads(),
-            blocked: lock(&self.events)
+            blocked_document: lock(&self.events)
                 .blocked
                 .take()
                 .map(|refusal| refusal.message),

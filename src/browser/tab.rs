@@ -12,7 +12,7 @@ use chromiumoxide::cdp::browser_protocol::network::{
     ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    AddScriptToEvaluateOnNewDocumentParams, DialogType, EventFrameNavigated,
+    AddScriptToEvaluateOnNewDocumentParams, BringToFrontParams, DialogType, EventFrameNavigated,
     EventFrameStartedLoading, EventFrameStoppedLoading, EventJavascriptDialogOpening,
     EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
 };
@@ -22,9 +22,11 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use super::frames::{Doc, Frames, InitScripts};
+use super::guard::DocumentGuard;
 use super::link::CdpTarget;
 use super::pool::BrowserHandle;
 use super::snapshot::RefBook;
+use crate::egress::Lane;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
 /// The in-page agent (busy-ness counters and element refs), installed in every new document.
@@ -138,6 +140,8 @@ pub struct Tab {
     pub(crate) frames: Frames,
     /// Scripts the session runs in every document before the page's own (restored storage).
     pub(crate) scripts: InitScripts,
+    /// The session's lane of the egress proxy: why a connection of the tab failed.
+    pub(crate) lane: Option<Arc<Lane>>,
     watcher: JoinHandle<()>,
 }
 
@@ -153,15 +157,17 @@ impl Tab {
         id: String,
         page: Page,
         browser: Arc<BrowserHandle>,
+        lane: Option<Arc<Lane>>,
     ) -> ToolResult<Self> {
         let events = Arc::new(Mutex::new(TabEvents::default()));
-        let watcher = spawn_watcher(&page, &browser, events.clone()).await?;
+        let guard = browser.guard.for_lane(lane.clone());
+        let watcher = spawn_watcher(&page, &browser, guard.clone(), events.clone()).await?;
         let install = AddScriptToEvaluateOnNewDocumentParams::new(AGENT_JS);
         browser
             .cdp("installing the page agent", page.execute(install))
             .await?;
         let scripts = InitScripts::default();
-        let frames = Frames::attach(&browser, &page, events.clone(), scripts.clone()).await;
+        let frames = Frames::attach(&browser, &page, guard, events.clone(), scripts.clone()).await;
         let tab = Self {
             id,
             page,
@@ -170,11 +176,24 @@ impl Tab {
             refs: RefBook::default(),
             frames,
             scripts,
+            lane,
             watcher,
         };
         // Pages that already have a document (popups) get the agent now as well.
         let _ = tab.evaluate_raw(AGENT_JS).await;
         Ok(tab)
+    }
+
+    /// Makes this tab the visible one of its window. A popup covers its opener, and Chromium
+    /// acknowledges input to a covered tab only after seconds; a visible one answers at once.
+    pub async fn bring_to_front(&self) -> ToolResult<()> {
+        self.browser
+            .cdp(
+                "bringing the tab to the front",
+                self.page.execute(BringToFrontParams::default()),
+            )
+            .await
+            .map(drop)
     }
 
     pub(crate) fn target_id(&self) -> &chromiumoxide::cdp::browser_protocol::target::TargetId {
@@ -302,6 +321,7 @@ pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEv
 async fn spawn_watcher(
     page: &Page,
     browser: &BrowserHandle,
+    guard: Arc<DocumentGuard>,
     events: Arc<Mutex<TabEvents>>,
 ) -> ToolResult<JoinHandle<()>> {
     let subscribe = "subscribing to page events";
@@ -333,7 +353,6 @@ async fn spawn_watcher(
         .cdp(subscribe, page.event_listener::<EventFrameStoppedLoading>())
         .await?;
     let mut paused = super::guard::guard_documents(page, browser).await?;
-    let guard = browser.guard.clone();
     // Chromium names a page's main frame after its target.
     let main_frame = page.target_id().inner().clone();
     let mut dialogs = browser

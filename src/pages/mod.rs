@@ -141,6 +141,7 @@ impl Pages {
         cursor: Option<&str>,
         release: impl FnOnce() + Send,
     ) -> ToolResult<Page> {
+        crate::policy::check_length(url, "url")?;
         let url = Url::parse(url.trim())
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         self.web.client.policy().check_url(&url)?;

@@ -4,12 +4,12 @@
 mod auth;
 mod chat;
 mod crawler;
+mod listen;
 pub mod mcp;
 mod openapi;
 mod rest;
 pub mod skill;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,21 +81,13 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let router = router(app.clone());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
+    let graceful = listen::accept_until(listener, router(app.clone()), shutdown).await;
+    if tokio::time::timeout(
+        Duration::from_secs(SHUTDOWN_GRACE_SECS),
+        graceful.shutdown(),
     )
-    .with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stop_tx.send(());
-    });
-    let server = tokio::spawn(server.into_future());
-    let _ = stop_rx.await;
-    if tokio::time::timeout(Duration::from_secs(SHUTDOWN_GRACE_SECS), server)
-        .await
-        .is_err()
+    .await
+    .is_err()
     {
         tracing::warn!("requests still running after the grace period; closing anyway");
     }

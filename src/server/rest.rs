@@ -5,6 +5,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,6 +19,15 @@ use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Gauge;
 use crate::tools::ToolOutput;
 
+/// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
+/// per 3), plus the other arguments.
+fn tool_body_limit(app: &App) -> usize {
+    let inline = app.config.files.max_bytes.div_ceil(3) * 4;
+    usize::try_from(inline)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1 << 20)
+}
+
 /// Header naming the browser session when the arguments do not.
 pub const SESSION_HEADER: &str = "x-webpilot-session";
 
@@ -29,7 +39,10 @@ pub(super) fn routes(app: App) -> Router {
         .route("/healthz", get(health))
         .route("/api/tools", get(list_tools))
         .route("/api/tools/prompt", get(tool_prompt))
-        .route("/api/tools/{name}", post(call_tool))
+        .route(
+            "/api/tools/{name}",
+            post(call_tool).layer(DefaultBodyLimit::max(tool_body_limit(&app))),
+        )
         .route("/api/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -71,7 +84,7 @@ async fn openapi(Extension(description): Extension<Bytes>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], description).into_response()
 }
 
-/// Prometheus text: tool calls and latencies, live sessions, browser restarts.
+/// Prometheus text: tool calls and latencies, live sessions, browser restarts, egress refusals.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format 0.0.4.", body = String,
         content_type = "text/plain")))]
@@ -88,6 +101,12 @@ async fn metrics(State(app): State<App>) -> Response {
             help: "Times Chromium was relaunched after it died.",
             kind: "counter",
             value: app.browser.pool.restarts() as f64,
+        },
+        Gauge {
+            name: "webpilot_egress_refused_total",
+            help: "Connections of the browser that the URL policy refused at the egress proxy.",
+            kind: "counter",
+            value: app.browser.pool.egress_refused() as f64,
         },
     ];
     let text = app.registry.metrics().render(&gauges);
@@ -154,12 +173,14 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
 /// A request body as tool arguments: a JSON object, or nothing (no arguments).
 pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
     let body = body.map_err(|rejection| {
-        let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ErrorCode::Limit
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ToolError::new(ErrorCode::TooLarge, "the request body is too large").with_hint(
+                "tool calls take up to files.max_bytes of inline file content (base64) plus \
+                 1 MiB; other endpoints 2 MiB. Put larger files under the files root",
+            )
         } else {
-            ErrorCode::InvalidArgument
-        };
-        ToolError::new(code, format!("cannot read the request body: {rejection}"))
+            ToolError::invalid(format!("cannot read the request body: {rejection}"))
+        }
     })?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));

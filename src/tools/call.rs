@@ -15,7 +15,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::{Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
-use crate::browser::{SessionGuard, Tab};
+use crate::browser::{Blocked, SessionGuard, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::metrics::Metrics;
 
@@ -171,10 +171,12 @@ impl<'a> Call<'a> {
             tab: None,
             url: None,
             title: None,
+            blocked: Vec::new(),
         };
         let Some(guard) = self.guard.as_mut() else {
             return place;
         };
+        place.blocked = guard.take_blocked();
         let id = self
             .used_tab
             .clone()
@@ -202,6 +204,10 @@ pub struct Place {
     /// That tab's title after the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Connections of the session's pages (any tab, frame or worker) that the URL policy
+    /// refused since its previous call: images, fetches, frames, WebSockets, popups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
 }
 
 /// A browser tool's result.

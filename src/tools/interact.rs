@@ -29,34 +29,36 @@ const ADDED_ELEMENTS_TOKENS: usize = 400;
 pub struct InteractArgs {
     /// What to do.
     pub action: Action,
-    /// Element ref from browser_read mode=elements.
+    /// Ref from browser_read mode=elements.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
     /// Text to type.
     pub text: Option<String>,
-    /// e.g. "Enter", "Control+A" (space-separated for several).
+    /// e.g. "Enter" or "Control+A Enter".
     pub keys: Option<String>,
     /// select: value or label.
     pub option: Option<String>,
     /// upload: files in files.root.
     pub paths: Option<Vec<String>>,
+    /// upload: inline files (type from name's extension).
+    pub files: Option<Vec<InlineFile>>,
     /// Clear before typing (default true).
     pub clear: Option<bool>,
     /// Press Enter after typing.
     pub submit: Option<bool>,
     /// Scroll without ref.
     pub direction: Option<Direction>,
-    /// Pixels to scroll (default 80% of the viewport).
+    /// Pixels (default 80% of the viewport).
     pub amount: Option<f64>,
     /// wait: text or CSS selector to wait for.
     pub until: Option<String>,
-    /// wait: wait for `until` to disappear instead.
+    /// wait: until it disappears.
     pub gone: Option<bool>,
     /// wait: seconds to wait (max 30).
     pub seconds: Option<f64>,
     /// evaluate: JavaScript.
     pub script: Option<String>,
-    /// dialog: accept (true) or dismiss the next one.
+    /// dialog: accept (true) or dismiss.
     pub accept: Option<bool>,
     /// dialog: text for the next prompt().
     pub prompt_text: Option<String>,
@@ -66,6 +68,15 @@ pub struct InteractArgs {
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
+}
+
+// A file sent with the call; its name's extension gives the type the page sees. (A plain
+// comment: a doc comment would add its text to the published tool list.)
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InlineFile {
+    pub name: String,
+    pub base64: String,
 }
 
 shared_fields!(InteractArgs {
@@ -162,7 +173,7 @@ impl Tool for Interact {
     const EXAMPLE: &'static str = r#"{"action": "click", "ref": 3}"#;
     const SCOPE: Scope = Scope::Browser;
     const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
-    const DESCRIPTION: &'static str = "Act by element ref (from browser_read). Waits while the page is busy; reports what changed (navigation, new tabs, dialogs, added elements).";
+    const DESCRIPTION: &'static str = "Act by element ref (from browser_read); waits while the page is busy; reports what changed (navigation, new tabs, dialogs, elements).";
 
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
         check_required(&args)?;
@@ -171,7 +182,19 @@ impl Tool for Interact {
         for path in args.paths.iter().flatten() {
             files.push(call.ctx.files.resolve(path, "paths").await?);
         }
+        for file in args.files.iter().flatten() {
+            let bytes = call.ctx.files.inline(&file.name, &file.base64, "files")?;
+            files.push(
+                call.session()
+                    .await?
+                    .stage_upload(&file.name, bytes)
+                    .await?,
+            );
+        }
         let tab = call.tab().await?;
+        if changes_page(args.action) {
+            tab.bring_to_front().await?;
+        }
         let mark = tab.begin_action(args.ref_id).await;
         let mut output = InteractOutput {
             done: perform(tab, &args, &files, deadline).await?,
@@ -333,7 +356,10 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         "text" => args.text.is_some(),
         "keys" => args.keys.as_deref().is_some_and(|k| !k.trim().is_empty()),
         "option" => args.option.is_some(),
-        "paths" => args.paths.as_ref().is_some_and(|p| !p.is_empty()),
+        "paths or files" => {
+            args.paths.as_ref().is_some_and(|p| !p.is_empty())
+                || args.files.as_ref().is_some_and(|f| !f.is_empty())
+        }
         "script" => args.script.as_deref().is_some_and(|s| !s.trim().is_empty()),
         "until or seconds" => args.until.is_some() || args.seconds.is_some(),
         _ => true,
@@ -343,7 +369,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         Action::Type => &["ref", "text"],
         Action::SendKeys => &["keys"],
         Action::Select => &["ref", "option"],
-        Action::Upload => &["ref", "paths"],
+        Action::Upload => &["ref", "paths or files"],
         Action::Wait => &["until or seconds"],
         Action::Evaluate => &["script"],
         Action::Scroll | Action::Dialog => &[],

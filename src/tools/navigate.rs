@@ -101,7 +101,7 @@ impl Tool for Navigate {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"target": "https://example.com"}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Open a URL or web search (or go back/forward/reload) and wait until the page is ready; returns status, readiness and the first interactive elements.";
+    const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status, readiness and the first interactive elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
         let destination = destination(&args)?;
@@ -157,6 +157,7 @@ pub(super) fn checked_url(target: &str) -> ToolResult<String> {
     if target == "about:blank" {
         return Ok(target.to_string());
     }
+    crate::policy::check_length(target, "target")?;
     let parsed = match url::Url::parse(target) {
         Ok(url) => url,
         Err(url::ParseError::RelativeUrlWithoutBase) => {

@@ -31,7 +31,7 @@ pub struct ReadArgs {
     /// Only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// markdown: whole page instead of main content.
+    /// markdown: whole page, not main content.
     pub full: Option<bool>,
     /// Token budget (default 4000).
     #[schemars(range(min = 1))]
@@ -113,7 +113,7 @@ impl Tool for Read {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"mode": "markdown", "max_tokens": 2000}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with section and refs) or extract (sections answering query). Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with section, refs) or extract (sections answering query). Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();

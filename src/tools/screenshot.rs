@@ -31,7 +31,7 @@ pub struct ScreenshotArgs {
     /// Scale down to this width (px).
     #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
-    /// Also save as screenshots/NAME in the data dir.
+    /// Also save as <data dir>/screenshots/NAME.
     #[schemars(
         length(min = 1, max = 100),
         regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
@@ -80,7 +80,7 @@ impl Tool for Screenshot {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"annotate": true}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers the interactive elements with their refs.";
+    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers interactive elements by ref.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         let shot = shot(&args)?;

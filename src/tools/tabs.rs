@@ -16,7 +16,7 @@ closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new t
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TabsArgs {
-    /// list (default) | new | switch | close.
+    /// Default list.
     pub action: Option<Action>,
     /// Tab id for switch/close (close defaults to the active tab).
     pub tab: Option<String>,

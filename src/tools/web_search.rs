@@ -26,7 +26,7 @@ pub struct WebSearchArgs {
     /// 1–20 (default 5).
     #[schemars(range(min = 1, max = 20))]
     pub max_results: Option<usize>,
-    /// Default auto (failover across configured backends).
+    /// Default auto (failover).
     pub backend: Option<BackendChoice>,
     /// Recency.
     pub time_range: Option<TimeRange>,

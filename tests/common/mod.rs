@@ -498,21 +498,31 @@ pub fn ref_of(lines: &[String], needle: &str) -> u32 {
     line[1..line.find(']').unwrap()].parse().unwrap()
 }
 
-/// A listener on an address the URL policy refuses (127.0.0.3): any connection Chromium made
-/// to it would wait in its backlog, so `untouched` can tell that none was made.
+/// A listener on an address the URL policy refuses (127.0.0.3 unless told): any connection
+/// Chromium made to it would wait in its backlog, so `untouched` can tell that none was made.
 pub struct Trap {
     listener: std::net::TcpListener,
 }
 
 impl Trap {
     pub fn new() -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
+        Self::on("127.0.0.3:0")
+    }
+
+    /// A trap on `address` (`[::1]:0`, `127.0.0.2:0`…).
+    pub fn on(address: &str) -> Self {
+        let listener = std::net::TcpListener::bind(address).unwrap();
         listener.set_nonblocking(true).unwrap();
         Self { listener }
     }
 
+    /// `host:port`, IPv6 in brackets.
+    pub fn host_port(&self) -> String {
+        self.listener.local_addr().unwrap().to_string()
+    }
+
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.listener.local_addr().unwrap())
+        format!("http://{}{path}", self.host_port())
     }
 
     /// Asserts that nothing has connected so far (`step` says when).

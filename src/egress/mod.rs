@@ -1,0 +1,367 @@
+//! The egress policy proxy: every connection Chromium opens — documents, subresources,
+//! `fetch`, WebSockets, workers, popups, frames of any site at any depth, `*.localhost` —
+//! goes through webpilot, which resolves the host itself, checks every address against the
+//! URL policy (`crate::policy`) and connects to an address it checked (no second resolution,
+//! so DNS rebinding gains nothing). A refused connection fails at once, before anything is
+//! sent to the address.
+//!
+//! The proxy speaks SOCKS5 (`socks`): one CONNECT per connection whatever the scheme, so a
+//! refusal is a failed connection for Chromium (never a page the proxy would have to make up
+//! for plain HTTP), and no HTTP is parsed here. Each browser context gets its own *lane* (a
+//! listener of its own), so what a lane refused belongs to that context's session, whichever
+//! of its tabs, frames or workers asked.
+
+mod resolve;
+mod socks;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+pub use resolve::{Resolver, Unreachable};
+use socks::{Destination, Reply};
+
+use crate::error::ToolError;
+use crate::policy::UrlPolicy;
+
+/// How long a client may take to send its SOCKS request.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to one address of a host may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Distinct refused destinations a lane keeps until they are taken (the count goes on).
+const BLOCKED_KEPT: usize = 20;
+/// How long a lane remembers why a destination could not be reached, for navigation errors.
+const FAILURE_MEMORY: Duration = Duration::from_secs(60);
+/// Destinations whose failure a lane remembers, at most.
+const FAILURES_KEPT: usize = 256;
+/// Chromium's proxy bypass rule that takes loopback out of its implicit bypass list.
+pub const NO_BYPASS: &str = "<-loopback>";
+
+/// The proxy's shared part: policy, resolver, counters.
+pub struct Egress {
+    resolver: Resolver,
+    refused_total: AtomicU64,
+}
+
+/// A destination the policy refused, and how often since the lane's log was last taken.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Blocked {
+    /// `host:port` as the page asked for it.
+    pub target: String,
+    /// Why the policy refused it.
+    pub reason: String,
+    /// Connections refused to it.
+    pub count: u32,
+}
+
+/// Why a connection through a lane failed.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    Refused(ToolError),
+    Unresolved,
+    Connect(io::ErrorKind, String),
+}
+
+impl Failure {
+    fn reply(&self) -> Reply {
+        match self {
+            Failure::Refused(_) => Reply::NotAllowed,
+            Failure::Unresolved => Reply::HostUnreachable,
+            Failure::Connect(io::ErrorKind::ConnectionRefused, _) => Reply::ConnectionRefused,
+            Failure::Connect(..) => Reply::HostUnreachable,
+        }
+    }
+
+    /// The error of a navigation that failed this way: `BLOCKED_URL` for a refusal, else
+    /// Chromium's own name for the network error (Chromium itself only sees a failed proxy
+    /// connection).
+    pub fn navigation_error(&self, target: &str) -> Result<ToolError, String> {
+        match self {
+            Failure::Refused(error) => Ok(error.clone()),
+            Failure::Unresolved => Err(format!(
+                "net::ERR_NAME_NOT_RESOLVED ({target} does not resolve)"
+            )),
+            Failure::Connect(io::ErrorKind::ConnectionRefused, _) => Err(format!(
+                "net::ERR_CONNECTION_REFUSED (nothing listens at {target})"
+            )),
+            Failure::Connect(io::ErrorKind::TimedOut, _) => Err(format!(
+                "net::ERR_CONNECTION_TIMED_OUT (connecting to {target})"
+            )),
+            Failure::Connect(_, error) => Err(format!(
+                "net::ERR_CONNECTION_FAILED (connecting to {target}: {error})"
+            )),
+        }
+    }
+}
+
+impl Egress {
+    pub fn new(policy: UrlPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            resolver: Resolver::new(policy),
+            refused_total: AtomicU64::new(0),
+        })
+    }
+
+    /// The policy with its address cache, for checks made before a request leaves.
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    /// Connections refused by the policy since start, all lanes.
+    pub fn refused_total(&self) -> u64 {
+        self.refused_total.load(Ordering::Relaxed)
+    }
+
+    /// A new lane: its own listener on 127.0.0.1, served until the lane drops.
+    pub async fn open_lane(self: &Arc<Self>) -> io::Result<Lane> {
+        let listener = TcpListener::bind((IpAddr::from([127, 0, 0, 1]), 0)).await?;
+        let address = listener.local_addr()?;
+        let state = Arc::new(LaneState {
+            egress: self.clone(),
+            log: Mutex::new(LaneLog::default()),
+        });
+        let task = tokio::spawn(serve(listener, state.clone()));
+        Ok(Lane {
+            address,
+            state,
+            task,
+        })
+    }
+
+    /// Connects to an address of `destination` the policy allows.
+    async fn connect(&self, destination: &Destination) -> Result<TcpStream, Failure> {
+        let ips =
+            self.resolver.checked(&destination.host).await.map_err(
+                |unreachable| match unreachable {
+                    Unreachable::Refused(error) => Failure::Refused(error),
+                    Unreachable::Unresolved => Failure::Unresolved,
+                },
+            )?;
+        let mut last = Failure::Unresolved;
+        for ip in ips {
+            let address = SocketAddr::new(ip, destination.port);
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Ok(Err(error)) => last = Failure::Connect(error.kind(), error.to_string()),
+                Err(_) => {
+                    last = Failure::Connect(io::ErrorKind::TimedOut, "timed out".into());
+                }
+            }
+        }
+        Err(last)
+    }
+}
+
+/// One browser context's way out: a listener, and what it refused.
+pub struct Lane {
+    address: SocketAddr,
+    state: Arc<LaneState>,
+    task: JoinHandle<()>,
+}
+
+/// What a lane's connections share.
+struct LaneState {
+    egress: Arc<Egress>,
+    log: Mutex<LaneLog>,
+}
+
+impl LaneState {
+    fn failed(&self, destination: &Destination, failure: Failure) {
+        if let Failure::Refused(error) = &failure {
+            self.egress.refused_total.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(target = %destination, message = %error.message, "egress refused");
+        }
+        lock(&self.log).record(destination, failure);
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Lane {
+    /// The proxy as Chromium's `--proxy-server` or a context's `proxyServer` names it.
+    pub fn proxy_server(&self) -> String {
+        format!("socks5://{}", self.address)
+    }
+
+    /// What the policy refused since the last call, most frequent first; the log starts over.
+    pub fn take_blocked(&self) -> Vec<Blocked> {
+        let mut blocked = std::mem::take(&mut lock(&self.state.log).blocked);
+        blocked.sort_by_key(|b| std::cmp::Reverse(b.count));
+        blocked
+    }
+
+    /// Notes a request the policy refused before it reached the proxy (the document guard).
+    pub fn refused(&self, host: &str, port: u16, error: &ToolError) {
+        let destination = Destination {
+            host: host.to_string(),
+            port,
+        };
+        self.state
+            .failed(&destination, Failure::Refused(error.clone()));
+    }
+
+    /// Why `host:port` could not be reached lately, if it could not.
+    pub fn failure(&self, host: &str, port: u16) -> Option<Failure> {
+        let key = format!("{}:{port}", host.to_ascii_lowercase());
+        lock(&self.state.log)
+            .failures
+            .get(&key)
+            .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
+            .map(|(_, failure)| failure.clone())
+    }
+}
+
+/// What a lane saw go wrong.
+#[derive(Default)]
+struct LaneLog {
+    blocked: Vec<Blocked>,
+    failures: HashMap<String, (Instant, Failure)>,
+}
+
+impl LaneLog {
+    fn record(&mut self, destination: &Destination, failure: Failure) {
+        let target = destination.to_string();
+        if let Failure::Refused(error) = &failure {
+            if let Some(known) = self.blocked.iter_mut().find(|b| b.target == target) {
+                known.count += 1;
+            } else if self.blocked.len() < BLOCKED_KEPT {
+                self.blocked.push(Blocked {
+                    target: target.clone(),
+                    reason: error.message.clone(),
+                    count: 1,
+                });
+            }
+        }
+        if self.failures.len() >= FAILURES_KEPT {
+            self.failures
+                .retain(|_, (at, _)| at.elapsed() < FAILURE_MEMORY);
+            if self.failures.len() >= FAILURES_KEPT {
+                self.failures.clear();
+            }
+        }
+        self.failures
+            .insert(target.to_ascii_lowercase(), (Instant::now(), failure));
+    }
+}
+
+fn lock(log: &Mutex<LaneLog>) -> std::sync::MutexGuard<'_, LaneLog> {
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn serve(listener: TcpListener, lane: Arc<LaneState>) {
+    loop {
+        match listener.accept().await {
+            Ok((client, _)) => {
+                tokio::spawn(tunnel(client, lane.clone()));
+            }
+            Err(error) => {
+                // Out of file descriptors, typically: wait instead of spinning.
+                tracing::warn!(%error, "egress proxy cannot accept");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// One proxied connection: the request, the policy, then bytes both ways until either side
+/// closes.
+async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
+    let _ = client.set_nodelay(true);
+    let request =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, socks::read_request(&mut client)).await {
+            Ok(Ok(request)) => request,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "egress proxy: bad request");
+                return;
+            }
+            Err(_) => return,
+        };
+    let destination = match request {
+        Ok(destination) => destination,
+        Err(reply) => {
+            let _ = socks::reply(&mut client, reply).await;
+            return;
+        }
+    };
+    match lane.egress.connect(&destination).await {
+        Ok(mut upstream) => {
+            if socks::reply(&mut client, Reply::Succeeded).await.is_ok() {
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            }
+        }
+        Err(failure) => {
+            let reply = failure.reply();
+            lane.failed(&destination, failure);
+            let _ = socks::reply(&mut client, reply).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Asks `lane` for `host:port` as Chromium would and returns the reply code.
+    async fn connect_through(lane: &Lane, host: &str, port: u16) -> (u8, TcpStream) {
+        let mut stream = TcpStream::connect(lane.address).await.unwrap();
+        let mut request = vec![5, 1, 0, 5, 1, 0, 3, host.len() as u8];
+        request.extend_from_slice(host.as_bytes());
+        request.extend_from_slice(&port.to_be_bytes());
+        stream.write_all(&request).await.unwrap();
+        let mut answer = [0; 12];
+        stream.read_exact(&mut answer).await.unwrap();
+        (answer[3], stream)
+    }
+
+    #[tokio::test]
+    async fn allowed_hosts_are_tunnelled_and_refused_ones_logged() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = upstream.accept().await.unwrap();
+            socket.write_all(b"hello").await.unwrap();
+        });
+        let egress = Egress::new(UrlPolicy::new(&["127.0.0.1".into()]).unwrap());
+        let lane = egress.open_lane().await.unwrap();
+        let (code, mut stream) = connect_through(&lane, "127.0.0.1", port).await;
+        assert_eq!(code, 0);
+        let mut greeting = [0; 5];
+        stream.read_exact(&mut greeting).await.unwrap();
+        assert_eq!(&greeting, b"hello");
+
+        for _ in 0..2 {
+            let (code, _) = connect_through(&lane, "169.254.169.254", 80).await;
+            assert_eq!(code, Reply::NotAllowed as u8);
+        }
+        let (code, _) = connect_through(&lane, "x.localhost", port).await;
+        assert_eq!(code, Reply::NotAllowed as u8);
+        let (code, _) = connect_through(&lane, "no-such-host.invalid", 80).await;
+        assert_eq!(code, Reply::HostUnreachable as u8);
+        let blocked = lane.take_blocked();
+        assert_eq!(blocked.len(), 2, "{blocked:?}");
+        assert_eq!(blocked[0].target, "169.254.169.254:80");
+        assert_eq!(blocked[0].count, 2);
+        assert!(lane.take_blocked().is_empty());
+        assert!(matches!(
+            lane.failure("no-such-host.invalid", 80),
+            Some(Failure::Unresolved)
+        ));
+        assert_eq!(egress.refused_total(), 3);
+    }
+}
