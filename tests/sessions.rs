@@ -101,6 +101,20 @@ async fn popups_show_up_as_tabs() {
         },
     )
     .await;
+    // The popup covers its opener; acting in the opener still answers at once (Chromium
+    // acknowledges input to a covered tab only after ~5 s unless it is brought to the front).
+    let link = common::ref_of(&common::element_lines(session).await, "Open in new tab");
+    let clicked = ok(
+        "browser_interact",
+        json!({ "session": session, "tab": "t1", "action": "click", "ref": link }),
+    )
+    .await;
+    assert_eq!(clicked["new_tabs"].as_array().unwrap().len(), 1, "{clicked:#}");
+    assert!(
+        clicked["elapsed_ms"].as_u64().unwrap() < 3000,
+        "a click in the covered opener took {} ms",
+        clicked["elapsed_ms"]
+    );
     // Popups of one session never appear in another.
     open("tabs-popup-other", "history-a.html").await;
     let other = ok("browser_tabs", json!({ "session": "tabs-popup-other" })).await;
