@@ -235,6 +235,21 @@ async fn tools_check_their_arguments() {
         (status, body["error"]["code"].as_str()),
         (404, Some("NO_SUCH_TASK"))
     );
+    // An unknown state filter is the caller's mistake, not an empty list.
+    let listed = common::client()
+        .get(format!("{api}/api/crawler/tasks?status=bogus"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 400);
+    let body: serde_json::Value = listed.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "INVALID_ARGUMENT", "{body:#}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("status")
+    );
 }
 
 #[tokio::test]

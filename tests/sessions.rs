@@ -109,7 +109,11 @@ async fn popups_show_up_as_tabs() {
         json!({ "session": session, "tab": "t1", "action": "click", "ref": link }),
     )
     .await;
-    assert_eq!(clicked["new_tabs"].as_array().unwrap().len(), 1, "{clicked:#}");
+    assert_eq!(
+        clicked["new_tabs"].as_array().unwrap().len(),
+        1,
+        "{clicked:#}"
+    );
     assert!(
         clicked["elapsed_ms"].as_u64().unwrap() < 3000,
         "a click in the covered opener took {} ms",
