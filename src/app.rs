@@ -38,8 +38,7 @@ impl App {
             );
         }
         crate::browser::remove_abandoned_browser_dirs();
-        // Inline uploads live as long as their session, and no session outlives a restart.
-        let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
+        crate::browser::remove_abandoned_uploads(&config.data_dir);
         let web = Arc::new(WebService::new(&config)?);
         // One URL policy for both sides, parsed once by the web client.
         let browser = BrowserService::new(config.clone(), web.client.policy().clone());

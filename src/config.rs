@@ -151,6 +151,10 @@ impl Default for LlmConfig {
 pub struct FetchConfig {
     /// Private, loopback or link-local targets fetched anyway: IPs, CIDR networks or host names.
     pub allow: Vec<String>,
+    /// When not empty, the only hosts the tools reach: exact hosts and `*.domain` (subdomains).
+    pub allow_domains: Vec<String>,
+    /// Hosts the tools never reach (exact and `*.domain`); they win over `allow_domains`.
+    pub deny_domains: Vec<String>,
     /// Bodies are cut (and reported `truncated`) at this many bytes.
     pub max_bytes: usize,
     pub max_redirects: usize,
@@ -166,6 +170,8 @@ impl Default for FetchConfig {
     fn default() -> Self {
         Self {
             allow: Vec::new(),
+            allow_domains: Vec::new(),
+            deny_domains: Vec::new(),
             max_bytes: 8 * 1024 * 1024,
             max_redirects: 10,
             connect_timeout_ms: 5_000,
@@ -325,6 +331,22 @@ pub struct ConfigArgs {
         value_delimiter = ','
     )]
     pub fetch_allow: Option<Vec<String>>,
+    /// The only hosts the tools reach: exact hosts and *.domain (comma list; default all).
+    #[arg(
+        long,
+        env = "WEBPILOT_FETCH_ALLOW_DOMAINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub fetch_allow_domains: Option<Vec<String>>,
+    /// Hosts the tools never reach: exact hosts and *.domain (comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_FETCH_DENY_DOMAINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub fetch_deny_domains: Option<Vec<String>>,
     /// Host names /mcp answers besides loopback ones (comma list).
     #[arg(
         long,
@@ -446,6 +468,8 @@ impl Config {
             self.browser_url = args.browser_url.clone();
         }
         set(&mut self.fetch.allow, &args.fetch_allow);
+        set(&mut self.fetch.allow_domains, &args.fetch_allow_domains);
+        set(&mut self.fetch.deny_domains, &args.fetch_deny_domains);
         set(&mut self.mcp_allowed_hosts, &args.mcp_allowed_hosts);
         set(&mut self.mcp_allowed_origins, &args.mcp_allowed_origins);
         set(&mut self.llm.base_url, &args.llm_base_url);
@@ -502,8 +526,8 @@ impl Config {
                 "crawl limits (max_urls, max_parallel, global_parallel, per_host, browser_parallel) must be at least 1"
             );
         }
-        crate::policy::UrlPolicy::new(&self.fetch.allow)
-            .map_err(|e| anyhow::anyhow!("fetch.allow: {e}"))?;
+        crate::policy::UrlPolicy::from_config(&self.fetch)
+            .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
         Ok(())
     }
 }

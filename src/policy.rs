@@ -1,6 +1,8 @@
-//! Which URLs webpilot may reach: `http`/`https` only, and no private, loopback, link-local,
-//! shared or metadata addresses unless the allow-list (`fetch.allow`) names them (SSRF defence).
-//! One policy for both sides: browserless fetches and the documents the browser loads.
+//! Which URLs webpilot may reach: `http`/`https` only, no private, loopback, link-local, shared
+//! or metadata addresses unless the allow-list (`fetch.allow`) names them (SSRF defence), and
+//! only hosts the domain rules let through (`fetch.allow_domains`, `fetch.deny_domains`). One
+//! policy for every side: browserless fetches, the documents the browser loads and every
+//! connection of the browser (`crate::egress`).
 //!
 //! Host names are judged by the addresses they resolve to: at connect time for fetches (see
 //! `web::client::GuardedResolver`), so a name that later resolves to 127.0.0.1 is still
@@ -30,15 +32,107 @@ pub fn check_length(url: &str, field: &str) -> Result<(), ToolError> {
     .with_hint("pass a shorter URL: put large data in a POST body or a file instead"))
 }
 
-/// The allow-list, parsed once.
+/// The allow-list and the domain rules, parsed once.
 #[derive(Debug, Clone, Default)]
 pub struct UrlPolicy {
     networks: Vec<IpNet>,
     hosts: Vec<String>,
+    /// When not empty, the only hosts that may be reached.
+    allow_domains: Vec<DomainRule>,
+    /// Hosts never reached; they win over `allow_domains`.
+    deny_domains: Vec<DomainRule>,
+}
+
+/// An exact host (`example.com`, `127.0.0.1`) or all subdomains of one (`*.example.com`, which
+/// does not match `example.com` itself).
+#[derive(Debug, Clone, PartialEq)]
+struct DomainRule {
+    /// As the operator wrote it, for messages.
+    written: String,
+    /// The host, lower-cased, in ASCII (IDNA) form, IPv6 without brackets.
+    host: String,
+    wildcard: bool,
+}
+
+impl DomainRule {
+    fn parse(entry: &str) -> Result<Self, String> {
+        let written = entry.trim().to_string();
+        let (wildcard, name) = match written.strip_prefix("*.") {
+            Some(name) => (true, name),
+            None => (false, written.as_str()),
+        };
+        let host = match Host::parse(name.trim_end_matches('.')) {
+            Ok(Host::Domain(domain)) if !domain.contains('*') => domain,
+            Ok(Host::Ipv4(ip)) if !wildcard => ip.to_string(),
+            Ok(Host::Ipv6(ip)) if !wildcard => ip.to_string(),
+            _ => return Err(format!("{written:?} is neither a host nor *.domain")),
+        };
+        Ok(Self {
+            written,
+            host,
+            wildcard,
+        })
+    }
+
+    /// `host`: lower-cased, without a trailing dot or IPv6 brackets.
+    fn matches(&self, host: &str) -> bool {
+        if self.wildcard {
+            host.strip_suffix(self.host.as_str())
+                .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.'))
+        } else {
+            host == self.host
+        }
+    }
+}
+
+fn domain_rules(entries: &[String]) -> Result<Vec<DomainRule>, String> {
+    entries
+        .iter()
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| DomainRule::parse(e))
+        .collect()
 }
 
 impl UrlPolicy {
-    /// Entries are IP addresses, CIDR networks (`10.0.0.0/8`) or host names.
+    /// The policy of `fetch.allow`, `fetch.allow_domains` and `fetch.deny_domains`.
+    pub fn from_config(fetch: &crate::config::FetchConfig) -> Result<Self, String> {
+        Self::new(&fetch.allow)?.with_domains(&fetch.allow_domains, &fetch.deny_domains)
+    }
+
+    /// Adds domain rules: entries are hosts or `*.domain`.
+    pub fn with_domains(mut self, allow: &[String], deny: &[String]) -> Result<Self, String> {
+        self.allow_domains = domain_rules(allow).map_err(|e| format!("allow_domains: {e}"))?;
+        self.deny_domains = domain_rules(deny).map_err(|e| format!("deny_domains: {e}"))?;
+        Ok(self)
+    }
+
+    /// Whether the domain rules let `host` (as a URL writes it) be reached; the refusal names
+    /// the rule.
+    pub fn check_host(&self, host: &str) -> Result<(), ToolError> {
+        let name = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let refusal = |why: String| {
+            Err(ToolError::new(ErrorCode::BlockedUrl, why).with_hint(
+                "the operator limits which sites webpilot reaches (fetch.allow_domains, \
+                 fetch.deny_domains); pick a URL on an allowed site",
+            ))
+        };
+        if let Some(rule) = self.deny_domains.iter().find(|r| r.matches(&name)) {
+            return refusal(format!(
+                "{host} is refused by {:?} in fetch.deny_domains",
+                rule.written
+            ));
+        }
+        if !self.allow_domains.is_empty() && !self.allow_domains.iter().any(|r| r.matches(&name)) {
+            return refusal(format!("{host} is not in fetch.allow_domains"));
+        }
+        Ok(())
+    }
+
+    /// The allow-list alone: entries are IP addresses, CIDR networks (`10.0.0.0/8`) or host names.
     pub fn new(allow: &[String]) -> Result<Self, String> {
         let mut policy = Self::default();
         for entry in allow.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
@@ -65,6 +159,9 @@ impl UrlPolicy {
                 "{url}: only http and https URLs can be fetched, not {}:",
                 url.scheme()
             )));
+        }
+        if let Some(host) = url.host_str() {
+            self.check_host(host)?;
         }
         match url.host() {
             None => Err(blocked(format!("{url} has no host"))),
@@ -193,6 +290,58 @@ mod tests {
         assert_eq!(error.code, ErrorCode::InvalidArgument);
         assert!(error.message.contains("field `url`"), "{}", error.message);
         assert!(check_length("https://example.org/", "url").is_ok());
+    }
+
+    #[test]
+    fn domain_rules_take_exact_hosts_and_subdomains_and_deny_wins() {
+        let rules = |allow: &[&str], deny: &[&str]| {
+            let own = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            UrlPolicy::default().with_domains(&own(allow), &own(deny))
+        };
+        let policy = rules(
+            &["example.com", "*.example.org", "127.0.0.1"],
+            &["*.bank.example.org"],
+        )
+        .unwrap();
+        for allowed in [
+            "example.com",
+            "EXAMPLE.com.",
+            "a.example.org",
+            "x.y.example.org",
+            "127.0.0.1",
+        ] {
+            assert!(policy.check_host(allowed).is_ok(), "{allowed}");
+        }
+        for refused in [
+            "www.example.com",
+            "example.org",
+            "evil.com",
+            "a.bank.example.org",
+            "A.Bank.Example.Org.",
+        ] {
+            let error = policy.check_host(refused).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BlockedUrl, "{refused}");
+        }
+        let denied = policy.check_host("a.bank.example.org").unwrap_err();
+        assert!(
+            denied.message.contains("*.bank.example.org"),
+            "{}",
+            denied.message
+        );
+        let url = Url::parse("https://evil.com/").unwrap();
+        assert!(
+            policy
+                .check_url(&url)
+                .unwrap_err()
+                .message
+                .contains("fetch.allow_domains")
+        );
+        // Unicode rules match the ASCII form URLs carry.
+        let unicode = rules(&[], &["bücher.example"]).unwrap();
+        assert!(unicode.check_host("xn--bcher-kva.example").is_err());
+        for bad in ["*", "a.*.com", "*.", "http://x.com/"] {
+            assert!(rules(&[bad], &[]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub use content::{FindHit, Form, Scope};
 pub use navigation::{Arrival, Destination};
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
+    remove_abandoned_uploads,
 };
 pub use session::{BrowserService, SessionGuard, TabInfo};
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};

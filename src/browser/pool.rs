@@ -308,6 +308,28 @@ pub fn remove_abandoned_browser_dirs() -> tokio::task::JoinHandle<usize> {
     })
 }
 
+/// Removes, in the background, the inline uploads that webpilot processes which are gone
+/// staged under `<data dir>/uploads/<pid>/` (a session's uploads live as long as it does).
+pub fn remove_abandoned_uploads(data_dir: &std::path::Path) -> tokio::task::JoinHandle<usize> {
+    let uploads = data_dir.join("uploads");
+    tokio::task::spawn_blocking(move || {
+        let Ok(entries) = std::fs::read_dir(&uploads) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|path| {
+                let pid = path
+                    .file_name()
+                    .and_then(|n| n.to_str()?.parse::<u32>().ok());
+                pid.is_some_and(|pid| pid != std::process::id() && !process_running(pid))
+            })
+            .filter(|path| std::fs::remove_dir_all(path).is_ok())
+            .count()
+    })
+}
+
 /// Environment variable that turns the `webpilot` binary into a Chromium launcher: it asks the
 /// kernel to kill it when webpilot dies (`PR_SET_PDEATHSIG`), then execs the named browser.
 /// Without it, a webpilot killed by SIGKILL (or the OOM killer) would orphan its Chromium.
@@ -371,6 +393,8 @@ fn launch_config(
         ])
         .arg(("proxy-server", proxy))
         .arg(("proxy-bypass-list", NO_BYPASS))
+        // WebRTC's UDP does not go through a proxy: none at all, rather than unchecked.
+        .arg(("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"))
         .build()
         .map_err(|e| unavailable(format!("invalid browser configuration: {e}")))
 }

@@ -40,6 +40,8 @@ pub struct BrowserService {
 /// One named session. Its `state` mutex is the session's command queue.
 pub struct Session {
     name: String,
+    /// Unique among this process's sessions, even of one name over time.
+    serial: u64,
     state: Arc<tokio::sync::Mutex<SessionState>>,
     /// Last time a command started or finished; read by the idle reaper.
     last_used: Mutex<Instant>,
@@ -130,15 +132,25 @@ impl BrowserService {
             state.browser = Some(browser.clone());
             self.set_downloads(&browser, &context, &session).await?;
         }
-        let uploads = self.config.data_dir.join("uploads");
         Ok(SessionGuard {
-            uploads: uploads.join(folder_name(&session.name)),
+            uploads: self.uploads_of(&session),
             session,
             state,
             browser,
             max_tabs: self.config.max_tabs_per_session,
             discarded: false,
         })
+    }
+
+    /// Where a session stages inline uploads: `<data dir>/uploads/<pid>/<session>-<serial>/`,
+    /// its own whatever its name, and this process's own (another webpilot on the same data dir
+    /// cleans only the folders of processes that are gone).
+    fn uploads_of(&self, session: &Session) -> PathBuf {
+        self.config
+            .data_dir
+            .join("uploads")
+            .join(std::process::id().to_string())
+            .join(format!("{}-{}", folder_name(&session.name), session.serial))
     }
 
     /// Lets a session's pages download into `<data dir>/downloads/<session>/` and report it; a
@@ -312,9 +324,13 @@ async fn context_params(
     Ok((params, Some(Arc::new(lane))))
 }
 
+/// Numbers sessions as they are created.
+static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
+
 impl Session {
     fn new(name: String, scratch: bool) -> Arc<Self> {
         Arc::new(Self {
+            serial: SESSION_SERIAL.fetch_add(1, Ordering::Relaxed),
             name,
             scratch,
             state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -42,6 +43,11 @@ const BLOCKED_KEPT: usize = 20;
 const FAILURE_MEMORY: Duration = Duration::from_secs(60);
 /// Destinations whose failure a lane remembers, at most.
 const FAILURES_KEPT: usize = 256;
+/// Tunnels one lane keeps open at once; past it, new connections wait to be accepted.
+/// Chromium itself opens at most 256 sockets per profile.
+const TUNNELS_PER_LANE: usize = 512;
+/// How long a tunnel stays after one side closed, for the other to finish.
+const HALF_CLOSED_GRACE: Duration = Duration::from_secs(30);
 /// Chromium's proxy bypass rule that takes loopback out of its implicit bypass list.
 pub const NO_BYPASS: &str = "<-loopback>";
 
@@ -264,10 +270,17 @@ fn lock(log: &Mutex<LaneLog>) -> std::sync::MutexGuard<'_, LaneLog> {
 }
 
 async fn serve(listener: TcpListener, lane: Arc<LaneState>) {
+    // Owned here: when the lane drops (its context closed), its tunnels end with it.
+    let mut tunnels = tokio::task::JoinSet::new();
     loop {
+        while tunnels.try_join_next().is_some() {}
+        if tunnels.len() >= TUNNELS_PER_LANE {
+            tunnels.join_next().await;
+            continue;
+        }
         match listener.accept().await {
             Ok((client, _)) => {
-                tokio::spawn(tunnel(client, lane.clone()));
+                tunnels.spawn(tunnel(client, lane.clone()));
             }
             Err(error) => {
                 // Out of file descriptors, typically: wait instead of spinning.
@@ -299,15 +312,39 @@ async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
         }
     };
     match lane.egress.connect(&destination).await {
-        Ok(mut upstream) => {
+        Ok(upstream) => {
             if socks::reply(&mut client, Reply::Succeeded).await.is_ok() {
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                relay(client, upstream).await;
             }
         }
         Err(failure) => {
             let reply = failure.reply();
             lane.failed(&destination, failure);
             let _ = socks::reply(&mut client, reply).await;
+        }
+    }
+}
+
+/// Copies bytes both ways. Once one side has closed, the other gets `HALF_CLOSED_GRACE` to
+/// finish: a site that neither answers nor closes must not hold the tunnel for ever.
+async fn relay(client: TcpStream, upstream: TcpStream) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut upstream_read, mut upstream_write) = upstream.into_split();
+    let outward = async {
+        let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+        let _ = upstream_write.shutdown().await;
+    };
+    let inward = async {
+        let _ = tokio::io::copy(&mut upstream_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::pin!(outward, inward);
+    tokio::select! {
+        () = &mut outward => {
+            let _ = tokio::time::timeout(HALF_CLOSED_GRACE, inward).await;
+        }
+        () = &mut inward => {
+            let _ = tokio::time::timeout(HALF_CLOSED_GRACE, outward).await;
         }
     }
 }

@@ -15,6 +15,8 @@ use crate::policy::UrlPolicy;
 /// How long a host's addresses are reused. Connections go to the addresses that were checked,
 /// so the cache saves a DNS round trip per connection and changes nothing the policy sees.
 const ADDRESSES_TTL: Duration = Duration::from_secs(60);
+/// A name whose lookup takes longer is treated as not resolving.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Beyond this many cached hosts the cache starts over.
 const ADDRESSES_KEPT: usize = 1024;
 
@@ -52,6 +54,7 @@ impl Resolver {
     /// one of them allowed by the policy — any of them might be the one connected to, so one
     /// refused address refuses the host. Loopback comes first for local names, IPv4 first.
     pub async fn checked(&self, host: &str) -> Result<Vec<IpAddr>, Unreachable> {
+        self.policy.check_host(host).map_err(Unreachable::Refused)?;
         let name = host.trim_start_matches('[').trim_end_matches(']');
         let ips = match name.parse::<IpAddr>() {
             Ok(ip) => vec![ip],
@@ -84,7 +87,8 @@ impl Resolver {
         {
             return ips.clone();
         }
-        let Ok(found) = tokio::net::lookup_host((key.as_str(), 0)).await else {
+        let lookup = tokio::net::lookup_host((key.as_str(), 0));
+        let Ok(Ok(found)) = tokio::time::timeout(LOOKUP_TIMEOUT, lookup).await else {
             return Vec::new();
         };
         let mut ips: Vec<IpAddr> = Vec::new();

@@ -65,10 +65,11 @@ pub async fn accept_until(
         };
         let _ = stream.set_nodelay(true);
         // Given back at the first request head, or when the connection ends without one.
-        let permit = Mutex::new(Some(permit));
+        let slot = Arc::new(Mutex::new(Some(permit)));
+        let held = slot.clone();
         let service = service.clone();
         let handler = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            permit.lock().unwrap_or_else(|p| p.into_inner()).take();
+            held.lock().unwrap_or_else(|p| p.into_inner()).take();
             service.clone().oneshot(request)
         });
         let io = TokioIo::new(ErrorShaped::new(stream));
@@ -77,7 +78,19 @@ pub async fn accept_until(
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => Some(ended),
+                () = tokio::time::sleep(HEADER_READ_TIMEOUT) => None,
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                // hyper's own head timeout starts only once the protocol is known (HTTP/1),
+                // and HTTP/2 has none: a connection without a request by now is dropped.
+                None if slot.lock().unwrap_or_else(|p| p.into_inner()).is_some() => return,
+                None => connection.await,
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
@@ -85,10 +98,14 @@ pub async fn accept_until(
     graceful
 }
 
-/// A connection whose canned error answers from hyper (414 URI Too Long, 431 Request Header
-/// Fields Too Large: the request never reaches the router) get the tool error shape as body.
+/// A connection whose canned error answer from hyper (414 URI Too Long, 431 Request Header
+/// Fields Too Large: the request never reaches the router) gets the tool error shape as body.
+/// Only the connection's first write can be such an answer; nothing later is looked at, so no
+/// response body (page text is anyone's) can be mistaken for one.
 struct ErrorShaped {
     stream: TcpStream,
+    /// Something was written already.
+    wrote: bool,
     /// The replacement answer still to write, and how much of it is written.
     pending: Option<(Vec<u8>, usize)>,
 }
@@ -97,6 +114,7 @@ impl ErrorShaped {
     fn new(stream: TcpStream) -> Self {
         Self {
             stream,
+            wrote: false,
             pending: None,
         }
     }
@@ -146,10 +164,9 @@ impl AsyncWrite for ErrorShaped {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.pending.is_none()
-            && let Some(answer) = shaped_answer(buf)
-        {
-            self.pending = Some((answer, 0));
+        if !self.wrote {
+            self.wrote = true;
+            self.pending = shaped_answer(buf).map(|answer| (answer, 0));
         }
         let this = &mut *self;
         let Some((answer, written)) = this.pending.as_mut() else {

@@ -178,19 +178,11 @@ impl Tool for Interact {
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
         check_required(&args)?;
         let deadline = call.deadline();
-        let mut files = Vec::new();
-        for path in args.paths.iter().flatten() {
-            files.push(call.ctx.files.resolve(path, "paths").await?);
-        }
-        for file in args.files.iter().flatten() {
-            let bytes = call.ctx.files.inline(&file.name, &file.base64, "files")?;
-            files.push(
-                call.session()
-                    .await?
-                    .stage_upload(&file.name, bytes)
-                    .await?,
-            );
-        }
+        let files = if args.action == Action::Upload {
+            upload_files(call, &args).await?
+        } else {
+            Vec::new()
+        };
         let tab = call.tab().await?;
         if changes_page(args.action) {
             tab.bring_to_front().await?;
@@ -220,6 +212,21 @@ impl Tool for Interact {
         output.new_tabs = call.session().await?.sync_tabs().await?;
         Ok(output)
     }
+}
+
+/// The files of an upload: `paths` checked under the files roots, `files` decoded and staged
+/// for the session.
+async fn upload_files(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in args.paths.iter().flatten() {
+        files.push(call.ctx.files.resolve(path, "paths").await?);
+    }
+    for file in args.files.iter().flatten() {
+        let bytes = call.ctx.files.inline(&file.name, &file.base64, "files")?;
+        let session = call.session().await?;
+        files.push(session.stage_upload(&file.name, bytes).await?);
+    }
+    Ok(files)
 }
 
 /// Actions after which the page may change and is watched until it settles.

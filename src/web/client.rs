@@ -57,7 +57,7 @@ pub struct WebClient {
 
 impl WebClient {
     pub fn new(fetch: &FetchConfig, search: &SearchConfig) -> anyhow::Result<Self> {
-        let policy = Arc::new(UrlPolicy::new(&fetch.allow).map_err(anyhow::Error::msg)?);
+        let policy = Arc::new(UrlPolicy::from_config(fetch).map_err(anyhow::Error::msg)?);
         let guarded = reqwest::Client::builder()
             .dns_resolver(Arc::new(GuardedResolver {
                 policy: policy.clone(),
