@@ -15,6 +15,7 @@ pub enum ErrorCode {
     StaleRef,
     NoSuchRef,
     NoSuchTab,
+    NoSuchSession,
     NoSuchProfile,
     NoSuchTool,
     NoSuchTask,
@@ -32,11 +33,12 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the API description's list of error statuses.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidArgument,
         ErrorCode::StaleRef,
         ErrorCode::NoSuchRef,
         ErrorCode::NoSuchTab,
+        ErrorCode::NoSuchSession,
         ErrorCode::NoSuchProfile,
         ErrorCode::NoSuchTool,
         ErrorCode::NoSuchTask,
@@ -67,6 +69,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::NoSuchRef
             | ErrorCode::NoSuchTab
+            | ErrorCode::NoSuchSession
             | ErrorCode::NoSuchProfile
             | ErrorCode::NoSuchTool
             | ErrorCode::NoSuchTask => 404,
@@ -92,6 +95,9 @@ impl ErrorCode {
                 "use a ref from the latest browser_read mode=elements of this tab"
             }
             ErrorCode::NoSuchTab => "list the session's tabs with browser_tabs action=list",
+            ErrorCode::NoSuchSession => {
+                "GET /api/sessions lists the live sessions; POST /api/sessions creates one"
+            }
             ErrorCode::NoSuchProfile => "list saved profiles or export one first",
             ErrorCode::NoSuchTool => "GET /api/tools lists the available tools",
             ErrorCode::NoSuchTask => "use the task_id crawl_batch returned",

@@ -124,3 +124,103 @@ async fn popups_show_up_as_tabs() {
     let other = ok("browser_tabs", json!({ "session": "tabs-popup-other" })).await;
     assert_eq!(other["tabs"].as_array().unwrap().len(), 1, "{other:#}");
 }
+
+/// Two callers that do not name sessions each take a private one: unguessable names, their own
+/// tabs and cookies, listed, closed by DELETE; the service's own names are not theirs to use.
+#[tokio::test]
+async fn private_sessions_are_separate_and_unguessable() {
+    let api = &harness().api;
+    let create = |body: serde_json::Value| async move {
+        let response = common::client()
+            .post(format!("{api}/api/sessions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<serde_json::Value>().await.unwrap())
+    };
+    let (status, first) = create(json!({ "name": "agent one", "idle_secs": 600 })).await;
+    assert_eq!(status, 200, "{first:#}");
+    let (_, second) = create(json!({})).await;
+    let (a, b) = (
+        first["session"].as_str().unwrap().to_string(),
+        second["session"].as_str().unwrap().to_string(),
+    );
+    for name in [&a, &b] {
+        // "s-" and 128 bits in base32 (26 characters).
+        assert_eq!(name.len(), 28, "{name}");
+        assert!(name.starts_with("s-"));
+    }
+    assert_ne!(a, b);
+
+    open(&a, "cookies.html?set=private=yes").await;
+    open(&b, "history-a.html").await;
+    open(&b, "cookies.html").await;
+    assert_eq!(common::page_text(&b).await.trim(), "cookies: []");
+    let tabs_a = ok("browser_tabs", json!({ "session": a })).await;
+    assert_eq!(tabs_a["tabs"].as_array().unwrap().len(), 1, "{tabs_a:#}");
+
+    let listed = common::get_json(&format!("{api}/api/sessions")).await;
+    let entry = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == a.as_str())
+        .unwrap_or_else(|| panic!("{a} is not listed: {listed:#}"))
+        .clone();
+    assert_eq!(entry["label"], "agent one");
+    assert_eq!(entry["tabs"], 1);
+
+    for reserved in ["mcp-1", "_open_web_page-1"] {
+        let args = json!({ "session": reserved, "target": "about:blank" });
+        let refused = fails("browser_navigate", args, "INVALID_ARGUMENT").await;
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("belong to the service")
+        );
+        let by_header = common::client()
+            .post(format!("{api}/api/tools/browser_tabs"))
+            .header("x-webpilot-session", reserved)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(by_header.status(), 400, "{reserved}");
+    }
+    for bad in [
+        json!({ "idle_secs": 1 }),
+        json!({ "name": "" }),
+        json!({ "colour": "red" }),
+    ] {
+        let (status, body) = create(bad.clone()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("INVALID_ARGUMENT")),
+            "{bad}"
+        );
+    }
+
+    let close = || async {
+        common::client()
+            .delete(format!("{api}/api/sessions/{a}"))
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(close().await.status(), 204);
+    let again = close().await;
+    assert_eq!(again.status(), 404);
+    let body: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "NO_SUCH_SESSION");
+    let listed = common::get_json(&format!("{api}/api/sessions")).await;
+    assert!(
+        !listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["session"] == a.as_str())
+    );
+}

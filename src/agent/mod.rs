@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tools::{Registry, Scope, ToolOutput, check_session_name};
+use crate::tools::{Registry, Scope, ToolOutput, check_caller_session};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
@@ -181,7 +181,7 @@ impl Agent {
             .collect();
         let session = request.session.clone().filter(|s| !s.is_empty());
         if let Some(session) = &session {
-            check_session_name(session)?;
+            check_caller_session(session)?;
         }
         let mut messages = request.messages.clone();
         if !messages.iter().any(|m| m["role"] == "system") {

@@ -29,7 +29,7 @@ pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,
 };
-pub use session::{BrowserService, SessionGuard, TabInfo};
+pub use session::{BrowserService, SessionGuard, SessionSummary, TabInfo, unguessable_name};
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;

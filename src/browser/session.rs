@@ -40,6 +40,12 @@ pub struct BrowserService {
 /// One named session. Its `state` mutex is the session's command queue.
 pub struct Session {
     name: String,
+    /// What the creator of a private session called it (not its name).
+    label: Option<String>,
+    /// Its own idle limit, if it was given one.
+    idle_limit: Option<Duration>,
+    /// Tabs when its last call ended.
+    tab_count: std::sync::atomic::AtomicUsize,
     /// Unique among this process's sessions, even of one name over time.
     serial: u64,
     state: Arc<tokio::sync::Mutex<SessionState>>,
@@ -72,6 +78,29 @@ pub struct SessionState {
     uploads: Option<PathBuf>,
     /// Inline files staged so far (their folder numbers).
     staged: u32,
+}
+
+/// A live session as `GET /api/sessions` lists it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SessionSummary {
+    pub session: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Tabs when its last call ended.
+    pub tabs: usize,
+    /// Seconds since its last call.
+    pub idle_secs: u64,
+    /// A call is running in it now.
+    pub busy: bool,
+}
+
+/// `prefix` and 128 random bits in lower-case base32: a name nobody can guess.
+pub fn unguessable_name(prefix: &str) -> String {
+    let mut bits = [0u8; 16];
+    // The OS's randomness; its failure leaves no safe way to name a private session.
+    getrandom::fill(&mut bits).expect("the operating system provides random bytes");
+    let encoded = data_encoding::BASE32_NOPAD.encode(&bits);
+    format!("{prefix}{}", encoded.to_ascii_lowercase())
 }
 
 /// One tab as `browser_tabs list` shows it.
@@ -195,6 +224,45 @@ impl BrowserService {
         if let Some(session) = sessions.get(name) {
             return Ok(session.clone());
         }
+        self.room_for_one(&sessions)?;
+        let session = Session::new(name.to_string(), false);
+        sessions.insert(name.to_string(), session.clone());
+        Ok(session)
+    }
+
+    /// A new private session: an unguessable name (`s-` and 128 random bits), which only its
+    /// creator knows; `idle` overrides the idle limit. Its browser context opens on first use.
+    pub fn create_private(
+        &self,
+        label: Option<String>,
+        idle: Option<Duration>,
+    ) -> ToolResult<String> {
+        let name = unguessable_name("s-");
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        self.room_for_one(&sessions)?;
+        let session = Session::with(name.clone(), false, label, idle);
+        sessions.insert(name.clone(), session);
+        Ok(name)
+    }
+
+    /// The live sessions, by name.
+    pub fn sessions(&self) -> Vec<SessionSummary> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut summaries: Vec<SessionSummary> = sessions
+            .values()
+            .map(|s| SessionSummary {
+                session: s.name.clone(),
+                label: s.label.clone(),
+                tabs: s.tab_count.load(Ordering::Relaxed),
+                idle_secs: s.idle_for().as_secs(),
+                busy: s.state.try_lock().is_err(),
+            })
+            .collect();
+        summaries.sort_by(|a, b| a.session.cmp(&b.session));
+        summaries
+    }
+
+    fn room_for_one(&self, sessions: &HashMap<String, Arc<Session>>) -> ToolResult<()> {
         if sessions.len() >= self.config.max_sessions {
             return Err(ToolError::new(
                 ErrorCode::Limit,
@@ -208,9 +276,7 @@ impl BrowserService {
                 self.config.session_idle_secs
             )));
         }
-        let session = Session::new(name.to_string(), false);
-        sessions.insert(name.to_string(), session.clone());
-        Ok(session)
+        Ok(())
     }
 
     /// Names of the live sessions.
@@ -261,7 +327,9 @@ impl BrowserService {
             let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             let names: Vec<String> = sessions
                 .iter()
-                .filter(|(_, s)| s.idle_for() >= idle && s.state.try_lock().is_ok())
+                .filter(|(_, s)| {
+                    s.idle_for() >= s.idle_limit.unwrap_or(idle) && s.state.try_lock().is_ok()
+                })
                 .map(|(name, _)| name.clone())
                 .collect();
             names.iter().filter_map(|n| sessions.remove(n)).collect()
@@ -329,8 +397,20 @@ static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl Session {
     fn new(name: String, scratch: bool) -> Arc<Self> {
+        Self::with(name, scratch, None, None)
+    }
+
+    fn with(
+        name: String,
+        scratch: bool,
+        label: Option<String>,
+        idle_limit: Option<Duration>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             serial: SESSION_SERIAL.fetch_add(1, Ordering::Relaxed),
+            label,
+            idle_limit,
+            tab_count: Default::default(),
             name,
             scratch,
             state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
@@ -399,6 +479,9 @@ pub struct SessionGuard {
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.session.touch();
+        self.session
+            .tab_count
+            .store(self.state.tabs.len(), Ordering::Relaxed);
         // A job dropped midway (its caller went away) still closes its scratch context.
         if self.session.scratch
             && !self.discarded

@@ -5,7 +5,6 @@
 //! its own unless the call names one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine;
 use rmcp::ErrorData;
@@ -19,9 +18,6 @@ use serde_json::{Map, Value};
 
 use crate::app::App;
 
-/// Numbers the connections, to name their browser sessions.
-static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
-
 /// One MCP connection's view of the service.
 #[derive(Clone)]
 pub struct McpFront {
@@ -32,10 +28,10 @@ pub struct McpFront {
 
 impl McpFront {
     pub fn new(app: App) -> Self {
-        let number = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
         Self {
             app,
-            session: format!("mcp-{number}").into(),
+            // Unguessable: no other caller can name it.
+            session: crate::browser::unguessable_name("mcp-").into(),
         }
     }
 

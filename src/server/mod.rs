@@ -1,5 +1,6 @@
-//! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, MCP
-//! (`/mcp`), metrics, health, the OpenAPI description, bearer auth, graceful shutdown.
+//! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, private
+//! sessions, MCP (`/mcp`), metrics, health, the OpenAPI description, bearer auth, graceful
+//! shutdown.
 
 mod auth;
 mod chat;
@@ -8,6 +9,7 @@ mod listen;
 pub mod mcp;
 mod openapi;
 mod rest;
+mod sessions;
 pub mod skill;
 
 use std::sync::Arc;
@@ -30,6 +32,7 @@ pub fn router(app: App) -> Router {
     let mcp = mcp_service(&app);
     chat::routes(app.clone())
         .merge(crawler::routes(app.clone()))
+        .merge(sessions::routes(app.clone()))
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(

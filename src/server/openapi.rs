@@ -38,12 +38,16 @@ use crate::tools::{Registry, ToolSpec};
         super::crawler::list,
         super::crawler::status,
         super::crawler::events,
+        super::sessions::create,
+        super::sessions::list,
+        super::sessions::close,
     ),
     components(schemas(ErrorBody, ToolError, ErrorCode, SseEvent)),
     tags(
         (name = "tools", description = "Run one tool; the body is its arguments."),
         (name = "agent", description = "The built-in agent loop."),
         (name = "crawler", description = "Batch crawl tasks."),
+        (name = "sessions", description = "Private browser sessions."),
         (name = "service", description = "Health, metrics and descriptions."),
     )
 )]

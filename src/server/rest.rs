@@ -131,8 +131,13 @@ async fn call_tool(
         Err(error) => return error_response(&error),
     };
     let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
-        Some(Ok(session)) => Some(session),
-        None => None,
+        Some(Ok("")) | None => None,
+        Some(Ok(session)) => {
+            if let Err(error) = crate::tools::check_caller_session(session) {
+                return error_response(&error);
+            }
+            Some(session)
+        }
         // Not a silent fall-back to the shared default session.
         Some(Err(_)) => {
             let error = ToolError::invalid(format!(

@@ -29,6 +29,22 @@ const MAX_TIMEOUT_MS: u64 = 120_000;
 const MAX_SESSION_NAME: usize = 64;
 
 /// Checks a session name: 1–64 letters, digits or `- _ . : @`.
+/// Session name prefixes only the service gives out: its internal sessions (`_`) and MCP
+/// connections' own (`mcp-`).
+const RESERVED_PREFIXES: [&str; 2] = ["_", "mcp-"];
+
+/// A session name a caller chose: valid, and not one the service reserves for itself.
+pub fn check_caller_session(name: &str) -> ToolResult<()> {
+    check_session_name(name)?;
+    match RESERVED_PREFIXES.iter().find(|p| name.starts_with(*p)) {
+        Some(prefix) => Err(ToolError::invalid(format!(
+            "field `session`: names starting with {prefix:?} belong to the service"
+        ))
+        .with_hint("use a name of your own, or a private session from POST /api/sessions")),
+        None => Ok(()),
+    }
+}
+
 pub fn check_session_name(name: &str) -> ToolResult<()> {
     let valid = !name.is_empty()
         && name.len() <= MAX_SESSION_NAME
@@ -307,6 +323,10 @@ async fn respond<T: Tool>(
         .unwrap_or(DEFAULT_SESSION)
         .to_string();
     if T::SCOPE == Scope::Browser {
+        // The front's own session (an MCP connection's) may be a reserved name; the caller's not.
+        if let Some(named) = args.session() {
+            check_caller_session(named)?;
+        }
         check_session_name(&session_name)?;
         span.record("session", session_name.as_str());
     }
@@ -416,5 +436,10 @@ mod tests {
         for bad in ["", "a b", "../x", &"x".repeat(65), "naïve"] {
             assert!(check_session_name(bad).is_err(), "{bad}");
         }
+        // The service's own names are valid, but not the caller's to choose.
+        for reserved in ["mcp-1", "_open_web_page-3"] {
+            assert!(check_caller_session(reserved).is_err(), "{reserved}");
+        }
+        assert!(check_caller_session("s-abc").is_ok());
     }
 }

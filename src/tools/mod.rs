@@ -37,7 +37,7 @@ use crate::metrics::Metrics;
 use crate::pages::Pages;
 use crate::web::WebService;
 
-pub use call::{Call, SessionName, TimeoutMs, check_session_name};
+pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
 /// added), images for fronts that can show them, and a one-line outcome for humans.

@@ -1,0 +1,112 @@
+//! Private sessions: `POST /api/sessions` creates one under an unguessable name (`s-` and 128
+//! random bits) that only its creator knows, `GET /api/sessions` lists the live sessions,
+//! `DELETE /api/sessions/{id}` closes one (its tabs, cookies and staged files).
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::rest::{error_response, parse_body};
+use crate::app::App;
+use crate::browser::SessionSummary;
+use crate::error::{ErrorBody, ErrorCode, ToolError};
+
+/// Shortest and longest idle limit a private session may ask for, in seconds.
+const IDLE_SECS: (u64, u64) = (10, 86_400);
+
+pub(super) fn routes(app: App) -> Router {
+    Router::new()
+        .route("/api/sessions", get(list).post(create))
+        .route("/api/sessions/{id}", delete(close))
+        .with_state(app)
+}
+
+/// What a new private session may be given.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct NewSession {
+    /// A label of the caller's, listed with the session (not its name).
+    name: Option<String>,
+    /// Close it after this many seconds without calls (10–86400; default the service's).
+    idle_secs: Option<u64>,
+}
+
+/// Creates a private session; pass its name as `session` (or `X-Webpilot-Session`).
+#[utoipa::path(post, path = "/api/sessions", tag = "sessions",
+    request_body(content = Option<NewSession>, description = "Optional label and idle limit; no body is fine."),
+    responses(
+        (status = 200, description = "`{\"session\": \"s-…\"}`", body = Object),
+        (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
+        (status = 429, description = "LIMIT: max_sessions are live", body = ErrorBody),
+    ))]
+async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+    let options = parse_body(body).and_then(|args| {
+        serde_path_to_error::deserialize::<_, NewSession>(args)
+            .map_err(|e| ToolError::invalid(format!("bad session options: {e}")))
+    });
+    let created = options.and_then(|options| {
+        let idle = options.idle_secs.map(checked_idle).transpose()?;
+        let label = options.name.map(checked_label).transpose()?;
+        app.browser.create_private(label, idle)
+    });
+    match created {
+        Ok(session) => Json(json!({ "session": session })).into_response(),
+        Err(error) => error_response(&error),
+    }
+}
+
+fn checked_idle(secs: u64) -> Result<Duration, ToolError> {
+    if (IDLE_SECS.0..=IDLE_SECS.1).contains(&secs) {
+        Ok(Duration::from_secs(secs))
+    } else {
+        Err(ToolError::invalid(format!(
+            "field `idle_secs` must be between {} and {}",
+            IDLE_SECS.0, IDLE_SECS.1
+        )))
+    }
+}
+
+fn checked_label(label: String) -> Result<String, ToolError> {
+    if (1..=64).contains(&label.chars().count()) && !label.chars().any(char::is_control) {
+        Ok(label)
+    } else {
+        Err(ToolError::invalid(
+            "field `name` must be 1-64 characters without control characters",
+        ))
+    }
+}
+
+/// The live sessions: name, label, tabs, idle time.
+#[utoipa::path(get, path = "/api/sessions", tag = "sessions",
+    responses((status = 200, description = "`{\"sessions\": [...]}`", body = Object)))]
+async fn list(State(app): State<App>) -> Response {
+    let sessions: Vec<SessionSummary> = app.browser.sessions();
+    Json(json!({ "sessions": sessions })).into_response()
+}
+
+/// Closes a session: its browser context, tabs, cookies and staged uploads.
+#[utoipa::path(delete, path = "/api/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "The session's name.")),
+    responses(
+        (status = 204, description = "Closed."),
+        (status = 404, description = "NO_SUCH_SESSION", body = ErrorBody),
+    ))]
+async fn close(State(app): State<App>, Path(id): Path<String>) -> Response {
+    if app.browser.close_session(&id).await {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        error_response(&ToolError::new(
+            ErrorCode::NoSuchSession,
+            format!("no live session {id:?}"),
+        ))
+    }
+}
