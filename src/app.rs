@@ -70,6 +70,8 @@ impl App {
 
     /// Closes every session and the browser; leaves no Chromium process or temp dir behind.
     pub async fn shutdown(&self) {
+        // Crawl items in flight stay pending rather than fail with the browser.
+        self.crawler.stop();
         self.browser.shutdown().await;
     }
 }

@@ -42,6 +42,8 @@ pub struct Config {
     pub max_tabs_per_session: usize,
     /// Sessions idle for longer than this are closed.
     pub session_idle_secs: u64,
+    /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
+    pub shutdown_grace_secs: u64,
     pub viewport_width: u32,
     pub viewport_height: u32,
     /// Upper bound for a single CDP command; a hung page cannot hold a session longer.
@@ -263,6 +265,7 @@ impl Default for Config {
             max_sessions: 16,
             max_tabs_per_session: 20,
             session_idle_secs: 900,
+            shutdown_grace_secs: 10,
             viewport_width: 1280,
             viewport_height: 720,
             cdp_timeout_ms: 10_000,

@@ -312,6 +312,78 @@ async fn a_killed_service_resumes_its_task_without_losing_or_repeating_urls() {
     }
 }
 
+/// SIGTERM in the middle of a browser crawl: the service exits 0 within the grace period,
+/// leaving no Chromium; the URLs in flight are not failed (with the closing browser) but stay
+/// pending, and the next start completes the task with every URL read and none in error.
+#[tokio::test]
+async fn a_terminated_service_leaves_its_crawl_pending_not_failed() {
+    let harness = service();
+    let data = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let env = [("WEBPILOT_FETCH_ALLOW", "127.0.0.1")];
+    let (mut first, api) = spawn_service_with(data.path(), tmp.path(), &env);
+    let mut urls: Vec<String> = (200..229)
+        .map(|i| harness.page(&format!("crawl/page/{i}")))
+        .collect();
+    urls.insert(10, harness.page("crawl/slow"));
+    let args = json!({"urls": urls, "parallel": 4, "mode": "browser"});
+    let (status, created) = call_at(&api, "crawl_batch", args).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("some URLs to finish", Duration::from_secs(30), || {
+        let (api, id) = (api.clone(), id.clone());
+        async move {
+            call_at(&api, "crawl_status", json!({"task_id": id}))
+                .await
+                .1["progress"]
+                .as_u64()
+                >= Some(4)
+        }
+    })
+    .await;
+    let chromium = common::health(&api).await["browser"]["pid"]
+        .as_u64()
+        .expect("a browser renders the crawl") as i32;
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let exit = loop {
+        if let Some(exit) = first.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "no exit within the grace period"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exit.success(), "{exit:?}");
+    eventually("Chromium exits", Duration::from_secs(10), || async move {
+        unsafe { libc::kill(chromium, 0) != 0 }
+    })
+    .await;
+
+    let (mut second, api) = spawn_service_with(data.path(), tmp.path(), &env);
+    eventually(
+        "the resumed task completes",
+        Duration::from_secs(60),
+        || {
+            let (api, id) = (api.clone(), id.clone());
+            async move {
+                call_at(&api, "crawl_status", json!({"task_id": id}))
+                    .await
+                    .1["status"]
+                    == "completed"
+            }
+        },
+    )
+    .await;
+    let pages = all_pages(&api, &id).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert!(pages.iter().all(|p| p["errors"] == json!([])), "{pages:#?}");
+    assert_eq!(results_of(&pages).len(), 30);
+}
+
 #[tokio::test]
 async fn the_crawl_command_writes_json_lines() {
     let harness = service();

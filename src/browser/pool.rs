@@ -44,6 +44,8 @@ pub struct BrowserPool {
     egress: Arc<Egress>,
     /// Which documents tabs may load (`fetch.allow`), shared by every generation.
     guard: Arc<DocumentGuard>,
+    /// Set by `shutdown`: no browser is launched any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// One running (or connected) Chromium.
@@ -109,6 +111,7 @@ impl BrowserPool {
             generations: AtomicU64::new(0),
             guard: Arc::new(DocumentGuard::new(egress.clone())),
             egress,
+            closed: Default::default(),
         }
     }
 
@@ -120,6 +123,10 @@ impl BrowserPool {
     /// The live browser, launching (or reconnecting) one if there is none or it died.
     pub async fn current(&self) -> ToolResult<Arc<BrowserHandle>> {
         let mut slot = self.current.lock().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(unavailable("webpilot is shutting down".into())
+                .with_hint("call again once the service is back"));
+        }
         if let Some(handle) = slot.as_ref()
             && handle.is_alive()
         {
@@ -148,9 +155,11 @@ impl BrowserPool {
         self.generations.load(Ordering::SeqCst).saturating_sub(1)
     }
 
-    /// Closes the browser and removes its temporary profile.
+    /// Closes the browser and removes its temporary profile; no browser is launched after.
     pub async fn shutdown(&self) {
-        if let Some(handle) = self.current.lock().await.take() {
+        let mut slot = self.current.lock().await;
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(handle) = slot.take() {
             handle.shutdown().await;
         }
     }

@@ -158,6 +158,8 @@ pub struct Crawler {
     /// Serialises "record an outcome, count, announce" so progress numbers go out in order.
     finishing: Mutex<()>,
     next_id: AtomicU64,
+    /// Set when the service shuts down: no item starts, none in flight is recorded.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Crawler {
@@ -172,6 +174,7 @@ impl Crawler {
             channels: Mutex::new(HashMap::new()),
             finishing: Mutex::new(()),
             next_id: AtomicU64::new(0),
+            stopping: tokio::sync::watch::Sender::new(false),
         });
         for id in crawler.store.unfinished()? {
             tracing::info!(task = %id, "resuming crawl task");
@@ -225,6 +228,18 @@ impl Crawler {
         Ok(id)
     }
 
+    /// Stops every task where it is: items in flight stay pending (not failed), so the next
+    /// start reads them again. For shutdown.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once `stop` was called.
+    async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+    }
+
     fn spawn(self: &Arc<Self>, id: String) {
         let crawler = self.clone();
         tokio::spawn(async move {
@@ -242,15 +257,26 @@ impl Crawler {
         let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
         for (index, url) in self.store.pending(id)? {
-            let permit = per_task.clone().acquire_owned().await?;
+            let permit = tokio::select! {
+                permit = per_task.clone().acquire_owned() => permit?,
+                () = self.stopped() => break,
+            };
             let crawler = self.clone();
             let (id, options) = (id.to_string(), task.options.page.clone());
             running.spawn(async move {
-                crawler.fetch(&id, index, url, options, task.total).await;
+                tokio::select! {
+                    () = crawler.fetch(&id, index, url, options, task.total) => {}
+                    // Left pending: the next start reads it again.
+                    () = crawler.stopped() => {}
+                }
                 drop(permit);
             });
         }
         while running.join_next().await.is_some() {}
+        if *self.stopping.borrow() {
+            // Still running in the database: the next start resumes it.
+            return Ok(());
+        }
         let (finished, errors) = self.store.counts(id)?;
         let status = if errors == finished {
             TaskStatus::Failed

@@ -23,9 +23,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::app::App;
 use crate::error::ToolError;
 
-/// How long in-flight requests may run after a shutdown signal before the browser is closed.
-const SHUTDOWN_GRACE_SECS: u64 = 10;
-
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
     let token = app.config.token.clone();
@@ -86,7 +83,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let graceful = listen::accept_until(listener, router(app.clone()), shutdown).await;
     if tokio::time::timeout(
-        Duration::from_secs(SHUTDOWN_GRACE_SECS),
+        Duration::from_secs(app.config.shutdown_grace_secs),
         graceful.shutdown(),
     )
     .await
@@ -98,8 +95,19 @@ pub async fn serve(
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT or SIGTERM; from then on, a second one exits at once.
 pub async fn shutdown_signal() {
+    signal().await;
+    tracing::info!("shutting down (a second signal exits at once)");
+    tokio::spawn(async {
+        signal().await;
+        tracing::warn!("second signal: exiting without waiting");
+        // Chromium goes with this process (PR_SET_PDEATHSIG).
+        std::process::exit(130);
+    });
+}
+
+async fn signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -113,7 +121,6 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
-    tracing::info!("shutting down");
 }
 
 #[cfg(test)]
