@@ -34,6 +34,10 @@ pub struct Config {
     pub browser_ws: Option<String>,
     /// Connect to a running browser through its DevTools HTTP endpoint (`http://host:9222`).
     pub browser_url: Option<String>,
+    /// Whether a remote browser's contexts go through the egress proxy on 127.0.0.1: by default
+    /// when its DevTools endpoint is on loopback (the same machine). `false` for a browser that
+    /// is reached through a port mapping (a container) and cannot reach this machine's loopback.
+    pub remote_egress: Option<bool>,
     /// Launch Chromium when the service starts instead of on the first browser call.
     pub eager_browser: bool,
     /// How many browser sessions may be live at once.
@@ -261,6 +265,7 @@ impl Default for Config {
             launcher: None,
             browser_ws: None,
             browser_url: None,
+            remote_egress: None,
             eager_browser: false,
             max_sessions: 16,
             max_tabs_per_session: 20,
@@ -314,6 +319,9 @@ pub struct ConfigArgs {
     /// DevTools HTTP URL (e.g. http://host:9222) of a running browser to use.
     #[arg(long, env = "WEBPILOT_BROWSER_URL", global = true)]
     pub browser_url: Option<String>,
+    /// Route a remote browser's traffic through the egress proxy (default: when it is on loopback).
+    #[arg(long, env = "WEBPILOT_REMOTE_EGRESS", global = true)]
+    pub remote_egress: Option<bool>,
     /// Launch the browser at start instead of on first use.
     #[arg(long, env = "WEBPILOT_EAGER_BROWSER", global = true)]
     pub eager_browser: Option<bool>,
@@ -469,6 +477,9 @@ impl Config {
         }
         if args.browser_url.is_some() {
             self.browser_url = args.browser_url.clone();
+        }
+        if args.remote_egress.is_some() {
+            self.remote_egress = args.remote_egress;
         }
         set(&mut self.fetch.allow, &args.fetch_allow);
         set(&mut self.fetch.allow_domains, &args.fetch_allow_domains);

@@ -205,12 +205,16 @@ impl BrowserPool {
                 (browser, handler, Some(dir), Some(lane))
             }
         };
-        let egress = (default_lane.is_some() || on_this_machine(browser.websocket_address()))
-            .then(|| self.egress.clone());
+        let reachable = self
+            .config
+            .remote_egress
+            .unwrap_or_else(|| on_this_machine(browser.websocket_address()));
+        let egress = (default_lane.is_some() || reachable).then(|| self.egress.clone());
         if egress.is_none() {
             tracing::warn!(
-                "the remote browser is on another host: only its documents are checked \
-                 against the URL policy, not its subresources"
+                "the remote browser cannot reach the egress proxy (another host, or \
+                 --remote-egress false): only its documents are checked against the URL \
+                 policy, not its subresources"
             );
         }
         let mut browser = browser;

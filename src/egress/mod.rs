@@ -313,6 +313,10 @@ async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
     };
     match lane.egress.connect(&destination).await {
         Ok(upstream) => {
+            // An older failure to reach it no longer explains anything.
+            lock(&lane.log)
+                .failures
+                .remove(&destination.to_string().to_ascii_lowercase());
             if socks::reply(&mut client, Reply::Succeeded).await.is_ok() {
                 relay(client, upstream).await;
             }
