@@ -396,6 +396,12 @@ async fn a_new_navigation_never_waits_for_the_previous_document() {
         json!({ "session": s, "target": format!("{}/page/{page}", site.base),
                 "wait_for": format!("Page {page}"), "timeout_ms": 5000 })
     };
+    // The session and its tab exist first: what is timed is the navigation, not their start.
+    ok(
+        "browser_navigate",
+        json!({ "session": s, "target": "about:blank" }),
+    )
+    .await;
     for (attempt, page) in ["1", "1", "2"].into_iter().enumerate() {
         let started = Instant::now();
         let arrived = ok("browser_navigate", go(page)).await;
