@@ -57,7 +57,7 @@ impl App {
             web,
             pages,
             crawler: crawler.clone(),
-        }));
+        })?);
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             config,

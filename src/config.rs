@@ -48,6 +48,8 @@ pub struct Config {
     pub session_idle_secs: u64,
     /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
     pub shutdown_grace_secs: u64,
+    /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default.
+    pub rate: std::collections::HashMap<String, String>,
     pub viewport_width: u32,
     pub viewport_height: u32,
     /// Upper bound for a single CDP command; a hung page cannot hold a session longer.
@@ -271,6 +273,7 @@ impl Default for Config {
             max_tabs_per_session: 20,
             session_idle_secs: 900,
             shutdown_grace_secs: 10,
+            rate: Default::default(),
             viewport_width: 1280,
             viewport_height: 720,
             cdp_timeout_ms: 10_000,
@@ -542,6 +545,7 @@ impl Config {
         }
         crate::policy::UrlPolicy::from_config(&self.fetch)
             .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
+        crate::tools::RateLimiter::new(&self.rate).map_err(anyhow::Error::msg)?;
         Ok(())
     }
 }

@@ -128,6 +128,9 @@ pub struct ToolError {
     pub message: String,
     /// How an agent recovers.
     pub hint: String,
+    /// For LIMIT: seconds to wait before calling again (also the `Retry-After` header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ToolError {
@@ -136,7 +139,14 @@ impl ToolError {
             code,
             message: message.into(),
             hint: code.default_hint().to_string(),
+            retry_after_secs: None,
         }
+    }
+
+    /// Says how many seconds to wait before calling again.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {

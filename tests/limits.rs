@@ -42,3 +42,44 @@ async fn sessions_past_the_limit_are_refused_until_idle_ones_close() {
     )
     .await;
 }
+
+/// `[rate] web_search = "3/min"`: the fourth search within the minute is `LIMIT` (429) with
+/// `Retry-After` and a hint naming the quota; other tools are not held back by it.
+#[tokio::test]
+async fn a_tool_past_its_rate_is_refused_with_retry_after() {
+    let harness = common::start_with(|fixtures| {
+        let mut config = common::web_fixtures::config(fixtures);
+        config.rate = [("web_search".to_string(), "3/min".to_string())].into();
+        config
+    });
+    let search = json!({ "query": "rust", "backend": "duckduckgo" });
+    for attempt in 0..3 {
+        let (status, body) = call_at(&harness.api, "web_search", search.clone()).await;
+        assert_eq!(status, 200, "search {attempt}: {body:#}");
+    }
+    let response = common::client()
+        .post(format!("{}/api/tools/web_search", harness.api))
+        .json(&search)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let wait: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&wait), "Retry-After: {wait}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "LIMIT");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 calls per minute"),
+        "{body:#}"
+    );
+    assert_eq!(body["error"]["retry_after_secs"], wait);
+    let (status, _) = call_at(&harness.api, "browser_tabs", json!({ "session": "rated" })).await;
+    assert_eq!(status, 200);
+}

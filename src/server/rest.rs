@@ -220,7 +220,13 @@ fn json_kind(value: &Value) -> &'static str {
 pub(crate) fn error_response(error: &ToolError) -> Response {
     let status =
         StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, Json(error.to_json())).into_response()
+    let mut response = (status, Json(error.to_json())).into_response();
+    if let Some(secs) = error.retry_after_secs {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    response
 }
 
 async fn not_found() -> Response {

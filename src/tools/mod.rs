@@ -14,6 +14,7 @@ mod crawl;
 mod interact;
 mod navigate;
 mod open_web_page;
+mod rate;
 mod read;
 mod schema;
 mod screenshot;
@@ -38,6 +39,7 @@ use crate::pages::Pages;
 use crate::web::WebService;
 
 pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
+pub use rate::RateLimiter;
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
 /// added), images for fronts that can show them, and a one-line outcome for humans.
@@ -159,6 +161,8 @@ pub struct Registry {
     definitions: Value,
     ctx: Ctx,
     metrics: Metrics,
+    /// Calls per tool, as `[rate]` allows.
+    rates: RateLimiter,
 }
 
 /// Every tool, in the registry's order.
@@ -188,15 +192,18 @@ pub fn definitions(specs: &[ToolSpec]) -> Value {
 }
 
 impl Registry {
-    pub fn new(ctx: Ctx) -> Self {
+    /// Fails on a `[rate]` entry that is not a rate.
+    pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
         let specs = specs();
-        Self {
+        let rates = RateLimiter::new(&ctx.config.rate).map_err(anyhow::Error::msg)?;
+        Ok(Self {
             definitions: definitions(&specs),
             specs,
             tools: all_tools(),
             ctx,
             metrics: Metrics::default(),
-        }
+            rates,
+        })
     }
 
     pub fn ctx(&self) -> &Ctx {
@@ -253,6 +260,7 @@ impl Registry {
                     format!("no tool named {name:?}; tools: {}", self.names().join(", ")),
                 )
             })?;
+        self.rates.take(name)?;
         tool.call(&self.ctx, &self.metrics, args, session).await
     }
 }
