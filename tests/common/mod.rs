@@ -50,10 +50,12 @@ pub fn harness() -> &'static Harness {
 /// named `localhost`, and 127.0.0.2): the URL policy refuses loopback targets otherwise, to
 /// fetches and browser documents alike. Tests of the policy use 127.0.0.3.
 pub fn loopback_config() -> Config {
-    let mut config = Config::default();
-    // A test binary's tests run side by side, each in sessions of its own; the limit itself is
-    // tested in tests/limits.rs.
-    config.max_sessions = 32;
+    let mut config = Config {
+        // A test binary's tests run side by side, each in sessions of its own; the limit
+        // itself is tested in tests/limits.rs.
+        max_sessions: 32,
+        ..Config::default()
+    };
     config.fetch.allow = vec!["127.0.0.1".into(), "localhost".into(), "127.0.0.2".into()];
     config
 }
