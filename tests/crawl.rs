@@ -252,6 +252,49 @@ async fn tools_check_their_arguments() {
     );
 }
 
+/// Starts a crawl task on the service at `api` and waits until `done` of its URLs finished.
+async fn crawl_under_way(api: &str, args: Value, done: u64) -> String {
+    let (status, created) = call_at(api, "crawl_batch", args).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    eventually("some URLs to finish", Duration::from_secs(30), || {
+        let (api, id) = (api.to_string(), id.clone());
+        async move {
+            call_at(&api, "crawl_status", json!({"task_id": id}))
+                .await
+                .1["progress"]
+                .as_u64()
+                >= Some(done)
+        }
+    })
+    .await;
+    id
+}
+
+/// Starts the service again on `data`, waits until task `id` completes, and returns its pages.
+async fn resumed_pages(data: &std::path::Path, tmp: &std::path::Path, id: &str) -> Vec<Value> {
+    let env = [("WEBPILOT_FETCH_ALLOW", "127.0.0.1")];
+    let (mut service, api) = spawn_service_with(data, tmp, &env);
+    eventually(
+        "the resumed task completes",
+        Duration::from_secs(60),
+        || {
+            let (api, id) = (api.clone(), id.to_string());
+            async move {
+                call_at(&api, "crawl_status", json!({"task_id": id}))
+                    .await
+                    .1["status"]
+                    == "completed"
+            }
+        },
+    )
+    .await;
+    let pages = all_pages(&api, id).await;
+    service.kill().unwrap();
+    service.wait().unwrap();
+    pages
+}
+
 #[tokio::test]
 async fn a_killed_service_resumes_its_task_without_losing_or_repeating_urls() {
     let harness = service();
@@ -262,42 +305,11 @@ async fn a_killed_service_resumes_its_task_without_losing_or_repeating_urls() {
     let urls: Vec<String> = (100..130)
         .map(|i| harness.page(&format!("crawl/page/{i}")))
         .collect();
-    let (status, created) =
-        call_at(&api, "crawl_batch", json!({"urls": urls, "parallel": 2})).await;
-    assert_eq!(status, 200, "{created:#}");
-    let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("some URLs to finish", Duration::from_secs(20), || {
-        let (api, id) = (api.clone(), id.clone());
-        async move {
-            call_at(&api, "crawl_status", json!({"task_id": id}))
-                .await
-                .1["progress"]
-                .as_u64()
-                >= Some(6)
-        }
-    })
-    .await;
+    let id = crawl_under_way(&api, json!({"urls": urls, "parallel": 2}), 6).await;
     first.kill().unwrap();
     first.wait().unwrap();
 
-    let (mut second, api) = spawn_service_with(data.path(), tmp.path(), &env);
-    eventually(
-        "the resumed task to complete",
-        Duration::from_secs(30),
-        || {
-            let (api, id) = (api.clone(), id.clone());
-            async move {
-                call_at(&api, "crawl_status", json!({"task_id": id}))
-                    .await
-                    .1["status"]
-                    == "completed"
-            }
-        },
-    )
-    .await;
-    let pages = all_pages(&api, &id).await;
-    second.kill().unwrap();
-    second.wait().unwrap();
+    let pages = resumed_pages(data.path(), tmp.path(), &id).await;
     let results = &results_of(&pages);
     assert!(pages.iter().all(|p| p["errors"] == json!([])), "{pages:#?}");
     assert_eq!(results.len(), 30);
@@ -327,20 +339,7 @@ async fn a_terminated_service_leaves_its_crawl_pending_not_failed() {
         .collect();
     urls.insert(10, harness.page("crawl/slow"));
     let args = json!({"urls": urls, "parallel": 4, "mode": "browser"});
-    let (status, created) = call_at(&api, "crawl_batch", args).await;
-    assert_eq!(status, 200, "{created:#}");
-    let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("some URLs to finish", Duration::from_secs(30), || {
-        let (api, id) = (api.clone(), id.clone());
-        async move {
-            call_at(&api, "crawl_status", json!({"task_id": id}))
-                .await
-                .1["progress"]
-                .as_u64()
-                >= Some(4)
-        }
-    })
-    .await;
+    let id = crawl_under_way(&api, args, 4).await;
     let chromium = common::health(&api).await["browser"]["pid"]
         .as_u64()
         .expect("a browser renders the crawl") as i32;
@@ -362,24 +361,7 @@ async fn a_terminated_service_leaves_its_crawl_pending_not_failed() {
     })
     .await;
 
-    let (mut second, api) = spawn_service_with(data.path(), tmp.path(), &env);
-    eventually(
-        "the resumed task completes",
-        Duration::from_secs(60),
-        || {
-            let (api, id) = (api.clone(), id.clone());
-            async move {
-                call_at(&api, "crawl_status", json!({"task_id": id}))
-                    .await
-                    .1["status"]
-                    == "completed"
-            }
-        },
-    )
-    .await;
-    let pages = all_pages(&api, &id).await;
-    second.kill().unwrap();
-    second.wait().unwrap();
+    let pages = resumed_pages(data.path(), tmp.path(), &id).await;
     assert!(pages.iter().all(|p| p["errors"] == json!([])), "{pages:#?}");
     assert_eq!(results_of(&pages).len(), 30);
 }
