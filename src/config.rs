@@ -334,6 +334,9 @@ pub struct ConfigArgs {
     /// Close sessions idle for this many seconds.
     #[arg(long, env = "WEBPILOT_SESSION_IDLE_SECS", global = true)]
     pub session_idle_secs: Option<u64>,
+    /// Seconds calls in flight may run on after SIGINT/SIGTERM (default 10).
+    #[arg(long, env = "WEBPILOT_SHUTDOWN_GRACE_SECS", global = true)]
+    pub shutdown_grace_secs: Option<u64>,
     /// Default viewport as WIDTHxHEIGHT (default 1280x720).
     #[arg(long, env = "WEBPILOT_VIEWPORT", global = true, value_parser = parse_viewport)]
     pub viewport: Option<(u32, u32)>,
@@ -472,6 +475,7 @@ impl Config {
         set(&mut self.eager_browser, &args.eager_browser);
         set(&mut self.max_sessions, &args.max_sessions);
         set(&mut self.session_idle_secs, &args.session_idle_secs);
+        set(&mut self.shutdown_grace_secs, &args.shutdown_grace_secs);
         if args.token.is_some() {
             self.token = args.token.clone();
         }

@@ -178,3 +178,56 @@ async fn mcp_stdio_on_sigterm_closes_chromium() {
     assert!(left.is_empty(), "temp dirs left behind: {left:?}");
     drop(stdin);
 }
+
+/// SIGTERM while a navigation waits for a site that never answers: past the grace period the
+/// browser closes under the call, which still answers (`BROWSER_UNAVAILABLE`, not a cut
+/// connection), and the service exits 0 leaving no Chromium and no temp dir.
+#[tokio::test]
+async fn sigterm_answers_the_call_in_flight_then_exits() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://{}/", silent.local_addr().unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let env = [("WEBPILOT_SHUTDOWN_GRACE_SECS", "1")];
+    let (mut child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    let (status, _) = common::call_at(
+        &api,
+        "browser_navigate",
+        serde_json::json!({ "target": "about:blank" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let chromium = common::health(&api).await["browser"]["pid"]
+        .as_u64()
+        .expect("browser pid") as u32;
+    let stuck = {
+        let api = api.clone();
+        let args = serde_json::json!({ "target": target, "timeout_ms": 60000 });
+        tokio::spawn(async move { common::call_at(&api, "browser_navigate", args).await })
+    };
+    // The navigation is under way once the site has its connection.
+    silent.set_nonblocking(true).unwrap();
+    let started = Instant::now();
+    let _held = loop {
+        // Kept open and silent: the page never arrives.
+        if let Ok((connection, _)) = silent.accept() {
+            break connection;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the site was never reached"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let status = terminate(&mut child).await;
+    assert!(status.success(), "{status:?}");
+    let (code, body) = stuck.await.unwrap();
+    assert_eq!(code, 503, "{body:#}");
+    assert_eq!(body["error"]["code"], "BROWSER_UNAVAILABLE", "{body:#}");
+    assert!(!process_alive(chromium));
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "temp dirs left"
+    );
+}

@@ -23,6 +23,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::app::App;
 use crate::error::ToolError;
 
+/// How long calls cut short by the shutdown get to send their answer.
+const ANSWER_GRACE: Duration = Duration::from_secs(3);
+
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
     let token = app.config.token.clone();
@@ -82,16 +85,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let graceful = listen::accept_until(listener, router(app.clone()), shutdown).await;
-    if tokio::time::timeout(
-        Duration::from_secs(app.config.shutdown_grace_secs),
-        graceful.shutdown(),
-    )
-    .await
-    .is_err()
-    {
-        tracing::warn!("requests still running after the grace period; closing anyway");
+    let drained = graceful.shutdown();
+    tokio::pin!(drained);
+    let grace = Duration::from_secs(app.config.shutdown_grace_secs);
+    if tokio::time::timeout(grace, &mut drained).await.is_err() {
+        tracing::warn!(
+            "calls still running after the grace period; closing the browser under them"
+        );
+        app.shutdown().await;
+        // Their calls now fail at once (BROWSER_UNAVAILABLE): let those answers go out.
+        let _ = tokio::time::timeout(ANSWER_GRACE, drained).await;
+    } else {
+        app.shutdown().await;
     }
-    app.shutdown().await;
     Ok(())
 }
 
