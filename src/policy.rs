@@ -230,14 +230,29 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
+    let segments = ip.segments();
+    let first = segments[0];
+    // Forms that carry an IPv4 address are judged by it: IPv4-compatible (::a.b.c.d),
+    // IPv4-translated (::ffff:0:a.b.c.d) and 6to4 (2002:aabb:ccdd::/48).
+    let embedded = |high: u16, low: u16| {
+        let [a, b] = high.to_be_bytes();
+        let [c, d] = low.to_be_bytes();
+        Ipv4Addr::new(a, b, c, d)
+    };
+    if segments[..6] == [0; 6] || segments[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return is_public_v4(embedded(segments[6], segments[7]));
+    }
+    if first == 0x2002 {
+        return is_public_v4(embedded(segments[1], segments[2]));
+    }
     !(ip.is_loopback()
+        || (first == 0x2001 && segments[1] == 0) // Teredo: an IPv4 tunnel, hidden
         || ip.is_unspecified()
         || ip.is_multicast()
         || (first & 0xfe00) == 0xfc00 // unique local, incl. fd00:ec2::254 metadata
         || (first & 0xffc0) == 0xfe80 // link-local
-        || first == 0x2001 && ip.segments()[1] == 0x0db8 // documentation
-        || (first == 0x0064 && ip.segments()[1] == 0xff9b)) // NAT64 can reach private IPv4
+        || first == 0x2001 && segments[1] == 0x0db8 // documentation
+        || (first == 0x0064 && segments[1] == 0xff9b)) // NAT64 can reach private IPv4
 }
 
 #[cfg(test)]
@@ -263,10 +278,19 @@ mod tests {
             "fd00:ec2::254",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378::1",
         ] {
             assert!(!is_public(ip(addr)), "{addr}");
         }
-        for addr in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+        for addr in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "2002:5db8:d822::1",
+        ] {
             assert!(is_public(ip(addr)), "{addr}");
         }
     }

@@ -96,12 +96,18 @@ async fn a_hostile_page_reaches_no_refused_address() {
     let text = page_text(s, &mut seen).await;
     assert!(text.contains("probes done, 8 of 8 failed"), "{text}");
     // The page works otherwise: its own fetch, and the frame of another site.
-    common::eventually("the page's own fetch", Duration::from_secs(10), || {
-        let mut seen = BTreeMap::new();
-        async move { page_text(s, &mut seen).await.contains("own fetch: 200") }
-    })
+    common::eventually(
+        "the page's own fetch and its frame",
+        Duration::from_secs(10),
+        || {
+            let mut seen = BTreeMap::new();
+            async move {
+                let text = page_text(s, &mut seen).await;
+                text.contains("own fetch: 200") && text.contains("Frame of another site")
+            }
+        },
+    )
     .await;
-    assert!(text.contains("Frame of another site"), "{text}");
 
     // The popup opened at load is a tab of the session; its document never left either.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -162,4 +168,30 @@ async fn a_hostile_page_reaches_no_refused_address() {
         .parse()
         .unwrap();
     assert!(refused >= 11.0, "{metrics}");
+}
+
+/// open_web_page renders a page in a browser context of its own; what the policy refused there
+/// is reported with the page, and never reaches the refused listeners either.
+#[tokio::test]
+async fn a_rendered_page_reports_what_was_refused() {
+    let v4 = Trap::on("127.0.0.2:0");
+    let v6 = Trap::on("[::1]:0");
+    let page = strict().page(&format!(
+        "egress.html?v4={}&v6={}",
+        v4.host_port(),
+        v6.host_port()
+    ));
+    let read = call("open_web_page", json!({ "url": page, "mode": "browser" })).await;
+    assert_eq!(read["via"], "browser", "{read:#}");
+    let targets: Vec<&str> = read["blocked"]
+        .as_array()
+        .unwrap_or_else(|| panic!("nothing reported: {read:#}"))
+        .iter()
+        .map(|b| b["target"].as_str().unwrap())
+        .collect();
+    for expected in [v4.host_port(), "169.254.169.254:80".to_string()] {
+        assert!(targets.contains(&expected.as_str()), "{targets:?}");
+    }
+    v4.untouched("127.0.0.2");
+    v6.untouched("[::1]");
 }

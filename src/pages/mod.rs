@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use url::Url;
 
-use crate::browser::{BrowserService, Destination, Form, Scope};
+use crate::browser::{Blocked, BrowserService, Destination, Form, Scope};
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::web::client::Fetched;
@@ -89,6 +89,10 @@ pub struct Page {
     /// Meta tags and headings (extract=structured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
+    /// What the URL policy refused while the browser rendered the page (frames, images,
+    /// scripts, fetches of private addresses or denied domains).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
 }
 
 /// A page's text as one of the two routes produced it.
@@ -99,6 +103,7 @@ struct Loaded {
     via: Via,
     why: Option<String>,
     body_truncated: bool,
+    blocked: Vec<Blocked>,
 }
 
 /// The page reader: HTTP client, browser and the render limit.
@@ -180,6 +185,7 @@ impl Pages {
             body_truncated: loaded.body_truncated.then_some(true),
             article: loaded.extracted.article,
             structured: loaded.extracted.structured,
+            blocked: loaded.blocked,
         })
     }
 
@@ -218,6 +224,7 @@ impl Pages {
             Ok::<_, ToolError>((arrival.status, html, final_url))
         }
         .await;
+        let blocked = session.take_blocked();
         // Closed whatever happened: no render leaves a context, a tab or a cookie behind.
         session.discard().await;
         drop(turn);
@@ -234,6 +241,7 @@ impl Pages {
             via: Via::Browser,
             why: Some(why.unwrap_or_else(|| "mode=browser".into())),
             body_truncated: false,
+            blocked,
         })
     }
 }
@@ -253,6 +261,7 @@ async fn from_http(
         via: Via::Http,
         why: None,
         body_truncated: fetched.truncated,
+        blocked: Vec::new(),
     };
     let html = match sniff::content_class(&mime, &fetched.body) {
         ContentClass::Html => fetched.text(true),
