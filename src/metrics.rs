@@ -35,9 +35,22 @@ pub struct Gauge<'a> {
 #[derive(Default)]
 pub struct Metrics {
     book: Mutex<Book>,
+    auth_failures: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
+    /// Counts a request refused for a missing or wrong bearer token.
+    pub fn auth_failed(&self) {
+        self.auth_failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Requests refused for a missing or wrong bearer token so far.
+    pub fn auth_failures(&self) -> u64 {
+        self.auth_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Counts one tool call that took `seconds`.
     pub fn record(&self, tool: &str, outcome: &str, seconds: f64) {
         let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());

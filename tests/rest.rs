@@ -292,6 +292,41 @@ async fn a_token_is_required_when_configured() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+
+    // Failures are counted, and an address that keeps failing is refused for a while, right
+    // token or not (10 failures a minute).
+    let metrics = client()
+        .get(format!("{}/metrics", secured.api))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("webpilot_auth_failures_total 2"),
+        "{metrics}"
+    );
+    for _ in 0..8 {
+        let guess = client()
+            .get(&url)
+            .bearer_auth("guess")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(guess.status(), 401);
+    }
+    let locked = client()
+        .get(&url)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(locked.status(), 429);
+    assert!(locked.headers().contains_key("retry-after"));
+    let body: Value = locked.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "LIMIT", "{body:#}");
 }
 
 #[tokio::test]

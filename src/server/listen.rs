@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -51,9 +52,9 @@ pub async fn accept_until(
             permit = half_open.clone().acquire_owned() => permit.expect("the semaphore stays open"),
             () = &mut stop => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of file descriptors, typically: wait rather than spin.
                     tracing::warn!(%error, "cannot accept a connection");
@@ -68,8 +69,9 @@ pub async fn accept_until(
         let slot = Arc::new(Mutex::new(Some(permit)));
         let held = slot.clone();
         let service = service.clone();
-        let handler = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let handler = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             held.lock().unwrap_or_else(|p| p.into_inner()).take();
+            request.extensions_mut().insert(ConnectInfo(peer));
             service.clone().oneshot(request)
         });
         let io = TokioIo::new(ErrorShaped::new(stream));

@@ -28,7 +28,7 @@ const ANSWER_GRACE: Duration = Duration::from_secs(3);
 
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
-    let token = app.config.token.clone();
+    let auth = auth::Auth::new(app.config.token.clone(), app.registry.clone());
     let mcp = mcp_service(&app);
     chat::routes(app.clone())
         .merge(crawler::routes(app.clone()))
@@ -36,7 +36,7 @@ pub fn router(app: App) -> Router {
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(
-            token.map(Arc::new),
+            auth,
             auth::require_token,
         ))
         .layer(CatchPanicLayer::custom(panic_response))

@@ -103,6 +103,12 @@ async fn metrics(State(app): State<App>) -> Response {
             value: app.browser.pool.restarts() as f64,
         },
         Gauge {
+            name: "webpilot_auth_failures_total",
+            help: "Requests refused for a missing or wrong bearer token.",
+            kind: "counter",
+            value: app.registry.metrics().auth_failures() as f64,
+        },
+        Gauge {
             name: "webpilot_egress_refused_total",
             help: "Connections of the browser that the URL policy refused at the egress proxy.",
             kind: "counter",

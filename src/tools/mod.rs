@@ -39,7 +39,7 @@ use crate::pages::Pages;
 use crate::web::WebService;
 
 pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
-pub use rate::RateLimiter;
+pub use rate::{Quota, RateLimiter};
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
 /// added), images for fronts that can show them, and a one-line outcome for humans.

@@ -72,14 +72,30 @@ impl RateLimiter {
         Ok(limiter)
     }
 
-    /// Takes one call of `tool` from its bucket, or says how long to wait.
-    pub fn take(&self, tool: &str) -> ToolResult<()> {
-        let Some(quota) = self.quotas.get(tool).or(self.default.as_ref()) else {
-            return Ok(());
-        };
+    /// One quota for every key (client addresses, say).
+    pub fn keyed(quota: Quota) -> Self {
+        Self {
+            default: Some(quota),
+            ..Self::default()
+        }
+    }
+
+    /// Seconds until `key` may go on, if its bucket is empty now (nothing is taken).
+    pub fn exhausted(&self, key: &str) -> Option<u64> {
+        self.with_bucket(key, |_, _| ()).and_then(|(_, wait)| wait)
+    }
+
+    /// Refills `key`'s bucket, lets `act` take from it, and returns what `act` gave along with
+    /// the seconds to wait when the bucket is then empty; `None` without a quota for `key`.
+    fn with_bucket<T>(
+        &self,
+        key: &str,
+        act: impl FnOnce(&mut Bucket, &Quota) -> T,
+    ) -> Option<(T, Option<u64>)> {
+        let quota = self.quotas.get(key).or(self.default.as_ref())?;
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let bucket = buckets.entry(tool.to_string()).or_insert(Bucket {
+        let bucket = buckets.entry(key.to_string()).or_insert(Bucket {
             tokens: f64::from(quota.count),
             refilled: now,
         });
@@ -87,11 +103,26 @@ impl RateLimiter {
         let earned = now.duration_since(bucket.refilled).as_secs_f64() / per_token;
         bucket.tokens = (bucket.tokens + earned).min(f64::from(quota.count));
         bucket.refilled = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            return Ok(());
-        }
-        let wait = ((1.0 - bucket.tokens) * per_token).ceil().max(1.0) as u64;
+        let outcome = act(bucket, quota);
+        let wait = (bucket.tokens < 1.0)
+            .then(|| ((1.0 - bucket.tokens) * per_token).ceil().max(1.0) as u64);
+        Some((outcome, wait))
+    }
+
+    /// Takes one call of `tool` from its bucket, or says how long to wait.
+    pub fn take(&self, tool: &str) -> ToolResult<()> {
+        let taken = self.with_bucket(tool, |bucket, quota| {
+            if bucket.tokens >= 1.0 {
+                bucket.tokens -= 1.0;
+                Ok(())
+            } else {
+                Err(*quota)
+            }
+        });
+        let (quota, wait) = match taken {
+            None | Some((Ok(()), _)) => return Ok(()),
+            Some((Err(quota), wait)) => (quota, wait.unwrap_or(1)),
+        };
         Err(ToolError::new(
             ErrorCode::Limit,
             format!("{tool} is limited to {}", quota.describe()),
