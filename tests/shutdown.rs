@@ -10,6 +10,20 @@ fn process_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Opens a blank page on the service at `api` and returns its browser's pid.
+async fn browser_started(api: &str) -> u32 {
+    let (status, _) = common::call_at(
+        api,
+        "browser_navigate",
+        serde_json::json!({ "target": "about:blank" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    common::health(api).await["browser"]["pid"]
+        .as_u64()
+        .expect("browser pid") as u32
+}
+
 /// Sends SIGTERM and waits (polling, generously) for the exit.
 async fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -63,16 +77,7 @@ async fn chromium_dies_with_a_killed_webpilot() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let (mut child, api) = common::spawn_service(data.path(), tmp.path());
-    let (status, _) = common::call_at(
-        &api,
-        "browser_navigate",
-        serde_json::json!({ "target": "about:blank" }),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let chromium = common::health(&api).await["browser"]["pid"]
-        .as_u64()
-        .expect("browser pid") as u32;
+    let chromium = browser_started(&api).await;
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     common::eventually(
@@ -190,16 +195,7 @@ async fn sigterm_answers_the_call_in_flight_then_exits() {
     let data = tempfile::tempdir().unwrap();
     let env = [("WEBPILOT_SHUTDOWN_GRACE_SECS", "1")];
     let (mut child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
-    let (status, _) = common::call_at(
-        &api,
-        "browser_navigate",
-        serde_json::json!({ "target": "about:blank" }),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let chromium = common::health(&api).await["browser"]["pid"]
-        .as_u64()
-        .expect("browser pid") as u32;
+    let chromium = browser_started(&api).await;
     let stuck = {
         let api = api.clone();
         let args = serde_json::json!({ "target": target, "timeout_ms": 60000 });
