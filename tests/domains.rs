@@ -113,13 +113,7 @@ async fn the_browser_follows_the_rules_for_pages_links_and_frames() {
         json!({ "session": s, "mode": "elements", "max_tokens": 100000 }),
     )
     .await;
-    let lines: Vec<String> = elements["content"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let link = common::ref_of(&lines, "A denied site");
+    let link = common::ref_of(&common::content_lines(&elements), "A denied site");
     let clicked = ok_at(
         api,
         "browser_interact",

@@ -60,13 +60,7 @@ async fn click(session: &str, label: &str, seen: &mut BTreeMap<String, u64>) -> 
     )
     .await;
     note_blocked(seen, &read);
-    let lines: Vec<String> = read["content"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let target = common::ref_of(&lines, label);
+    let target = common::ref_of(&common::content_lines(&read), label);
     let clicked = call(
         "browser_interact",
         json!({ "session": session, "action": "click", "ref": target }),
@@ -76,9 +70,8 @@ async fn click(session: &str, label: &str, seen: &mut BTreeMap<String, u64>) -> 
     clicked
 }
 
-#[tokio::test]
-async fn a_hostile_page_reaches_no_refused_address() {
-    let s = "egress-hostile";
+/// Listeners on 127.0.0.2 and [::1] (refused here) and the hostile page aimed at them.
+fn hostile_page() -> (Trap, Trap, String) {
     let v4 = Trap::on("127.0.0.2:0");
     let v6 = Trap::on("[::1]:0");
     let page = strict().page(&format!(
@@ -86,6 +79,13 @@ async fn a_hostile_page_reaches_no_refused_address() {
         v4.host_port(),
         v6.host_port()
     ));
+    (v4, v6, page)
+}
+
+#[tokio::test]
+async fn a_hostile_page_reaches_no_refused_address() {
+    let s = "egress-hostile";
+    let (v4, v6, page) = hostile_page();
     let mut seen = BTreeMap::new();
     let opened = call(
         "browser_navigate",
@@ -174,13 +174,7 @@ async fn a_hostile_page_reaches_no_refused_address() {
 /// is reported with the page, and never reaches the refused listeners either.
 #[tokio::test]
 async fn a_rendered_page_reports_what_was_refused() {
-    let v4 = Trap::on("127.0.0.2:0");
-    let v6 = Trap::on("[::1]:0");
-    let page = strict().page(&format!(
-        "egress.html?v4={}&v6={}",
-        v4.host_port(),
-        v6.host_port()
-    ));
+    let (v4, v6, page) = hostile_page();
     let read = call("open_web_page", json!({ "url": page, "mode": "browser" })).await;
     assert_eq!(read["via"], "browser", "{read:#}");
     let targets: Vec<&str> = read["blocked"]

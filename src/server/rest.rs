@@ -110,7 +110,7 @@ async fn metrics(State(app): State<App>) -> Response {
         },
         Gauge {
             name: "webpilot_egress_refused_total",
-            help: "Connections of the browser that the URL policy refused at the egress proxy.",
+            help: "Connections and documents of the browser that the URL policy refused.",
             kind: "counter",
             value: app.browser.pool.egress_refused() as f64,
         },

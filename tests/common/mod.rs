@@ -486,9 +486,14 @@ pub async fn element_lines(session: &str) -> Vec<String> {
         json!({ "session": session, "mode": "elements", "max_tokens": 100000 }),
     )
     .await;
+    content_lines(&read)
+}
+
+/// The lines of a read result's `content`.
+pub fn content_lines(read: &Value) -> Vec<String> {
     read["content"]
         .as_str()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no content: {read:#}"))
         .lines()
         .map(str::to_string)
         .collect()
