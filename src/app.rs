@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::files::FileRoots;
 use crate::pages::Pages;
+use crate::tenant::Tenants;
 use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
 
@@ -20,6 +21,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub agent: Arc<Agent>,
     pub crawler: Arc<Crawler>,
+    /// Who may call, and what is whose.
+    pub tenants: Arc<Tenants>,
 }
 
 /// The SQLite file of crawl tasks, in the data dir.
@@ -29,8 +32,14 @@ impl App {
     /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
     pub fn new(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
-        let removed = crate::browser::profiles::ProfileStore::new(&config.data_dir, None)
-            .remove_abandoned_temps();
+        let tenants = Arc::new(Tenants::from_config(&config)?);
+        let removed: usize = tenants
+            .all()
+            .map(|tenant| {
+                let dir = tenant.data_dir(&config.data_dir);
+                crate::browser::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
+            })
+            .sum();
         if removed > 0 {
             tracing::info!(
                 removed,
@@ -40,14 +49,16 @@ impl App {
         crate::browser::remove_abandoned_browser_dirs();
         crate::browser::remove_abandoned_uploads(&config.data_dir);
         let web = Arc::new(WebService::new(&config)?);
-        // One URL policy for both sides, parsed once by the web client.
-        let browser = BrowserService::new(config.clone(), web.client.policy().clone());
+        // The service's policy; sessions and fetches run under their tenant's, which narrows it.
+        let policy = tenants.operator().policy().as_ref().clone();
+        let browser = BrowserService::new(config.clone(), policy);
         browser.spawn_reaper();
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
             config.crawl.clone(),
             pages.clone(),
+            tenants.clone(),
         )?;
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let registry = Arc::new(Registry::new(Ctx {
@@ -57,7 +68,8 @@ impl App {
             web,
             pages,
             crawler: crawler.clone(),
-        })?);
+            tenants: tenants.clone(),
+        }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             config,
@@ -65,6 +77,7 @@ impl App {
             registry,
             agent,
             crawler,
+            tenants,
         })
     }
 

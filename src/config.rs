@@ -3,6 +3,7 @@
 //! Flags and environment variables are both parsed by clap (`ConfigArgs`), which already gives
 //! flags precedence over the environment; the TOML file sits below both.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -48,8 +49,14 @@ pub struct Config {
     pub session_idle_secs: u64,
     /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
     pub shutdown_grace_secs: u64,
-    /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default.
-    pub rate: std::collections::HashMap<String, String>,
+    /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
+    /// tenant has buckets of its own.
+    pub rate: HashMap<String, String>,
+    /// Tenants: one entry per key (`[[keys]]`), besides those of `keys_file`.
+    pub keys: Vec<KeyEntry>,
+    /// A TOML file of `[[keys]]` entries (`webpilot keys add NAME` writes it); default
+    /// `keys.toml` in the data dir, when it exists.
+    pub keys_file: Option<PathBuf>,
     pub viewport_width: u32,
     pub viewport_height: u32,
     /// Upper bound for a single CDP command; a hung page cannot hold a session longer.
@@ -72,6 +79,54 @@ pub struct Config {
     /// Browser origins (`https://app.example.com`, `http://localhost:*`) that may call `/mcp`
     /// besides loopback ones; requests without an `Origin` (non-browser clients) always may.
     pub mcp_allowed_origins: Vec<String>,
+}
+
+/// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    pub tenant: String,
+    /// Lower-case hex SHA-256 of the key (never the key).
+    pub sha256: String,
+    /// Most live sessions of this tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
+    /// Narrows `fetch.allow_domains`: the tenant reaches only hosts both lists allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_domains: Vec<String>,
+    /// Hosts the tenant never reaches, besides `fetch.deny_domains`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_domains: Vec<String>,
+    /// Call rates per tool and a `default`, over those of `[rate]`.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub rate: HashMap<String, String>,
+    /// Most URLs of one crawl task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crawl_max_urls: Option<usize>,
+    /// Largest `parallel` of a crawl task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crawl_parallel: Option<usize>,
+}
+
+/// The keys file: `[[keys]]` entries only.
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysFile {
+    #[serde(default)]
+    pub keys: Vec<KeyEntry>,
+}
+
+impl KeysFile {
+    /// Reads the file; a missing file has no keys.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        }
+    }
 }
 
 /// Where the server files that tools read (`upload`, `import` paths) must live.
@@ -274,6 +329,8 @@ impl Default for Config {
             session_idle_secs: 900,
             shutdown_grace_secs: 10,
             rate: Default::default(),
+            keys: Vec::new(),
+            keys_file: None,
             viewport_width: 1280,
             viewport_height: 720,
             cdp_timeout_ms: 10_000,
@@ -310,6 +367,9 @@ pub struct ConfigArgs {
     /// Bearer token required on every request.
     #[arg(long, env = "WEBPILOT_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
+    /// A TOML file of tenants' keys (`[[keys]]` entries; see `webpilot keys add`).
+    #[arg(long, env = "WEBPILOT_KEYS_FILE", global = true)]
+    pub keys_file: Option<PathBuf>,
     /// Data directory (profiles, screenshots, crawl database).
     #[arg(long, env = "WEBPILOT_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
@@ -452,8 +512,16 @@ impl Config {
             None => Self::default(),
         };
         config.apply(args);
+        config.keys.extend(KeysFile::read(&config.keys_path())?.keys);
         config.validate()?;
         Ok(config)
+    }
+
+    /// The keys file: `keys_file`, or `keys.toml` in the data dir.
+    pub fn keys_path(&self) -> PathBuf {
+        self.keys_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("keys.toml"))
     }
 
     fn from_file(path: &Path) -> anyhow::Result<Self> {
@@ -478,6 +546,9 @@ impl Config {
         set(&mut self.shutdown_grace_secs, &args.shutdown_grace_secs);
         if args.token.is_some() {
             self.token = args.token.clone();
+        }
+        if args.keys_file.is_some() {
+            self.keys_file = args.keys_file.clone();
         }
         if args.browser_ws.is_some() {
             self.browser_ws = args.browser_ws.clone();
@@ -524,9 +595,13 @@ impl Config {
                  a short token is soon guessed (e.g. `openssl rand -hex 24`)"
             );
         }
-        if !self.bind.is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
+        if !self.bind.is_loopback()
+            && self.token.as_deref().is_none_or(str::is_empty)
+            && self.keys.is_empty()
+        {
             anyhow::bail!(
-                "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN)",
+                "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN) \
+                 or give tenants keys (--keys-file)",
                 self.bind
             );
         }
@@ -549,7 +624,7 @@ impl Config {
         }
         crate::policy::UrlPolicy::from_config(&self.fetch)
             .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
-        crate::tools::RateLimiter::new(&self.rate).map_err(anyhow::Error::msg)?;
+        crate::tenant::Tenants::from_config(self)?;
         Ok(())
     }
 }

@@ -6,6 +6,8 @@
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
 //! - [`files`]: which server files tools may read (under the configured roots, capped).
+//! - [`tenant`]: who a caller is (keys, the operator), what is theirs, and their limits.
+//! - [`rate`]: token buckets for call rates.
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
@@ -21,7 +23,7 @@
 //! - [`app`]: wires everything together for the server and the CLI.
 //!
 //! Dependencies point one way: `server` → `agent` → `tools` → `crawl` → `pages` → `browser` |
-//! `web`, and `browser` → `egress`; all may use `config`, `error`, `policy` and `files` (ARCHITECTURE.md).
+//! `web`, and `browser` → `egress`; all may use `config`, `error`, `policy`, `files`, `rate` and `tenant` (ARCHITECTURE.md).
 
 pub mod agent;
 pub mod app;
@@ -34,7 +36,9 @@ pub mod files;
 pub mod metrics;
 pub mod pages;
 pub mod policy;
+pub mod rate;
 pub mod server;
+pub mod tenant;
 pub mod tools;
 pub mod web;
 

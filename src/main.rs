@@ -12,6 +12,7 @@ use webpilot::App;
 use webpilot::config::{Config, ConfigArgs};
 use webpilot::crawl::{TaskOptions, TaskStatus};
 use webpilot::pages::{FetchMode, PageOptions};
+use webpilot::tools::Caller;
 use webpilot::web::extract::ExtractKind;
 
 #[derive(Parser)]
@@ -66,6 +67,22 @@ enum Command {
     },
     /// Print a SKILL.md that teaches a coding agent to use webpilot through `webpilot call`.
     Skill,
+    /// Manage tenants' keys in the keys file (--keys-file, default <data dir>/keys.toml).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Make a key for a new tenant: prints the key once, writes only its SHA-256.
+    Add {
+        /// Tenant name: lower-case letters, digits, - and _.
+        name: String,
+    },
+    /// List the tenants of the keys file.
+    List,
 }
 
 /// A value named as the tool arguments name it (`main`, `browser`).
@@ -138,6 +155,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
+        Command::Keys { action } => keys(&config, action),
         Command::Mcp => {
             use rmcp::ServiceExt;
             let app = App::new(config)?;
@@ -213,8 +231,9 @@ async fn call(
         }
     };
     let app = App::new(config)?;
+    let operator = Caller::new(app.tenants.operator());
     let result = tokio::select! {
-        result = app.registry.call(tool, args, None) => Some(result),
+        result = app.registry.call(tool, args, &operator) => Some(result),
         _ = webpilot::server::shutdown_signal() => None,
     };
     app.shutdown().await;
@@ -244,7 +263,8 @@ async fn crawl(
     output: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let total = urls.len();
-    let id = match app.crawler.submit(urls, options) {
+    let operator = app.tenants.operator();
+    let id = match app.crawler.submit(&operator, urls, options) {
         Ok(id) => id,
         Err(error) => {
             println!("{}", serde_json::to_string_pretty(&error.to_json())?);
@@ -255,7 +275,7 @@ async fn crawl(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")?,
     );
     let failed = |e: webpilot::error::ToolError| anyhow::anyhow!(e.message);
-    let (_, mut events) = app.crawler.subscribe(&id).map_err(failed)?;
+    let (_, mut events) = app.crawler.subscribe(&operator, &id).map_err(failed)?;
     loop {
         // Events move the bar; the periodic summary catches anything they missed.
         let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
@@ -266,14 +286,14 @@ async fn crawl(
             _ = tick => {}
             _ = webpilot::server::shutdown_signal() => return Ok(ExitCode::from(130)),
         }
-        let summary = app.crawler.summary(&id).map_err(failed)?;
+        let summary = app.crawler.summary(&operator, &id).map_err(failed)?;
         bar.set_position(summary.progress as u64);
         if summary.status.is_finished() {
             break;
         }
     }
     bar.finish_and_clear();
-    let report = app.crawler.status(&id).map_err(failed)?;
+    let report = app.crawler.status(&operator, &id).map_err(failed)?;
     let results = report.results.iter().map(serde_json::to_string);
     let errors = report.errors.iter().map(serde_json::to_string);
     let mut lines = String::new();
@@ -291,4 +311,56 @@ async fn crawl(
         TaskStatus::Completed if errors == 0 => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
+}
+
+/// `keys add NAME` and `keys list`. A new entry is appended, so the file's comments and other
+/// entries stay as the operator wrote them.
+fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
+    use webpilot::config::{KeyEntry, KeysFile};
+    let path = config.keys_path();
+    let file = KeysFile::read(&path)?;
+    match action {
+        KeysAction::List => {
+            for entry in &file.keys {
+                println!("{}", entry.tenant);
+            }
+        }
+        KeysAction::Add { name } => {
+            webpilot::tenant::check_tenant_name(&name).map_err(anyhow::Error::msg)?;
+            if file.keys.iter().any(|entry| entry.tenant == name) {
+                anyhow::bail!("{}: tenant {name:?} already has a key", path.display());
+            }
+            let key = webpilot::tenant::new_key();
+            let entry = KeyEntry {
+                tenant: name.clone(),
+                sha256: webpilot::tenant::key_hash_hex(&key),
+                ..KeyEntry::default()
+            };
+            let text = toml::to_string(&KeysFile { keys: vec![entry] })?;
+            append_private(&path, &text)?;
+            eprintln!(
+                "added tenant {name:?} to {} (restart webpilot to use it); its key, shown once:",
+                path.display()
+            );
+            println!("{key}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Appends `text` to `path` (created 0600 with its folder if missing) after a blank line.
+fn append_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    write!(file, "\n{text}")?;
+    Ok(())
 }

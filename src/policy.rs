@@ -37,10 +37,43 @@ pub fn check_length(url: &str, field: &str) -> Result<(), ToolError> {
 pub struct UrlPolicy {
     networks: Vec<IpNet>,
     hosts: Vec<String>,
+    /// The operator's domain rules, then those of the tenant the policy is for: a host must
+    /// pass every layer, so a tenant's rules narrow the operator's and never widen them.
+    domains: Vec<DomainRules>,
+}
+
+/// One owner's domain rules.
+#[derive(Debug, Clone)]
+struct DomainRules {
+    /// Where they are written, for messages: `fetch.` or `the keys file's tenant "alice": `.
+    owner: String,
     /// When not empty, the only hosts that may be reached.
-    allow_domains: Vec<DomainRule>,
-    /// Hosts never reached; they win over `allow_domains`.
-    deny_domains: Vec<DomainRule>,
+    allow: Vec<DomainRule>,
+    /// Hosts never reached; they win over `allow`.
+    deny: Vec<DomainRule>,
+}
+
+impl DomainRules {
+    fn parse(owner: String, allow: &[String], deny: &[String]) -> Result<Self, String> {
+        Ok(Self {
+            allow: domain_rules(allow).map_err(|e| format!("allow_domains: {e}"))?,
+            deny: domain_rules(deny).map_err(|e| format!("deny_domains: {e}"))?,
+            owner,
+        })
+    }
+
+    /// Why `name` (lower-cased, bare) is refused, if it is; `host` as written for the message.
+    fn refusal(&self, host: &str, name: &str) -> Option<String> {
+        let owner = &self.owner;
+        if let Some(rule) = self.deny.iter().find(|r| r.matches(name)) {
+            return Some(format!(
+                "{host} is refused by {:?} in {owner}deny_domains",
+                rule.written
+            ));
+        }
+        (!self.allow.is_empty() && !self.allow.iter().any(|r| r.matches(name)))
+            .then(|| format!("{host} is not in {owner}allow_domains"))
+    }
 }
 
 /// An exact host (`example.com`, `127.0.0.1`) or all subdomains of one (`*.example.com`, which
@@ -99,11 +132,21 @@ impl UrlPolicy {
         Self::new(&fetch.allow)?.with_domains(&fetch.allow_domains, &fetch.deny_domains)
     }
 
-    /// Adds domain rules: entries are hosts or `*.domain`.
+    /// Adds the operator's domain rules: entries are hosts or `*.domain`.
     pub fn with_domains(mut self, allow: &[String], deny: &[String]) -> Result<Self, String> {
-        self.allow_domains = domain_rules(allow).map_err(|e| format!("allow_domains: {e}"))?;
-        self.deny_domains = domain_rules(deny).map_err(|e| format!("deny_domains: {e}"))?;
+        self.domains
+            .push(DomainRules::parse("fetch.".into(), allow, deny)?);
         Ok(self)
+    }
+
+    /// This policy for one tenant: its domain rules apply on top of the operator's.
+    pub fn narrowed(&self, tenant: &str, allow: &[String], deny: &[String]) -> Result<Self, String> {
+        let mut narrowed = self.clone();
+        let owner = format!("the keys of tenant {tenant:?}: ");
+        narrowed
+            .domains
+            .push(DomainRules::parse(owner, allow, deny)?);
+        Ok(narrowed)
     }
 
     /// Whether the domain rules let `host` (as a URL writes it) be reached; the refusal names
@@ -114,22 +157,13 @@ impl UrlPolicy {
             .trim_end_matches(']')
             .trim_end_matches('.')
             .to_ascii_lowercase();
-        let refusal = |why: String| {
-            Err(ToolError::new(ErrorCode::BlockedUrl, why).with_hint(
+        match self.domains.iter().find_map(|d| d.refusal(host, &name)) {
+            Some(why) => Err(ToolError::new(ErrorCode::BlockedUrl, why).with_hint(
                 "the operator limits which sites webpilot reaches (fetch.allow_domains, \
-                 fetch.deny_domains); pick a URL on an allowed site",
-            ))
-        };
-        if let Some(rule) = self.deny_domains.iter().find(|r| r.matches(&name)) {
-            return refusal(format!(
-                "{host} is refused by {:?} in fetch.deny_domains",
-                rule.written
-            ));
+                 fetch.deny_domains, and each key's own); pick a URL on an allowed site",
+            )),
+            None => Ok(()),
         }
-        if !self.allow_domains.is_empty() && !self.allow_domains.iter().any(|r| r.matches(&name)) {
-            return refusal(format!("{host} is not in fetch.allow_domains"));
-        }
-        Ok(())
     }
 
     /// The allow-list alone: entries are IP addresses, CIDR networks (`10.0.0.0/8`) or host names.
@@ -366,6 +400,30 @@ mod tests {
         for bad in ["*", "a.*.com", "*.", "http://x.com/"] {
             assert!(rules(&[bad], &[]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_tenant_narrows_the_operators_rules_and_never_widens_them() {
+        let own = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let global = UrlPolicy::default()
+            .with_domains(&own(&["*.example.com"]), &own(&["bad.example.com"]))
+            .unwrap();
+        let alice = global
+            .narrowed("alice", &own(&["*.example.com", "other.org"]), &own(&["*.bank.example.com"]))
+            .unwrap();
+        assert!(alice.check_host("www.example.com").is_ok());
+        // The tenant's allow-list cannot open what the operator's leaves out, nor what it denies.
+        let wider = alice.check_host("other.org").unwrap_err();
+        assert!(wider.message.contains("fetch.allow_domains"), "{}", wider.message);
+        assert!(alice.check_host("bad.example.com").is_err());
+        let narrower = alice.check_host("a.bank.example.com").unwrap_err();
+        assert!(
+            narrower.message.contains("tenant \"alice\"") && narrower.message.contains("*.bank"),
+            "{}",
+            narrower.message
+        );
+        // The operator's policy is left as it was.
+        assert!(global.check_host("a.bank.example.com").is_ok());
     }
 
     #[test]

@@ -342,9 +342,10 @@ async fn screenshots_reach_a_vision_model_as_images_and_a_text_model_as_a_note()
             "session": format!("chat-look-{vision}"),
         }))
         .unwrap();
+        let operator = harness.app.tenants.operator();
         let transcript = harness.block_on(async move {
             let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
-            agent.run(request, events).await
+            agent.run(request, operator, events).await
         });
         let tool_result = transcript.iter().find(|m| m["role"] == "tool").unwrap();
         let note = if vision {

@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tools::{Registry, Scope, ToolOutput, check_caller_session};
+use crate::tenant::Tenant;
+use crate::tools::{Caller, Registry, Scope, ToolOutput, check_caller_session};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
@@ -130,8 +131,8 @@ struct Plan {
     tools: Vec<Value>,
     allowed: Vec<String>,
     max_iterations: usize,
-    /// The chat's browser session, for calls that name none.
-    session: Option<String>,
+    /// Whose chat it is, and its browser session for calls that name none.
+    caller: Caller,
 }
 
 impl Agent {
@@ -143,11 +144,11 @@ impl Agent {
     }
 
     /// Checks a request before anything is streamed, so bad input is a plain 400.
-    pub fn check(&self, request: &ChatRequest) -> ToolResult<()> {
-        self.plan(request).map(|_| ())
+    pub fn check(&self, request: &ChatRequest, tenant: &Arc<Tenant>) -> ToolResult<()> {
+        self.plan(request, tenant).map(|_| ())
     }
 
-    fn plan(&self, request: &ChatRequest) -> ToolResult<Plan> {
+    fn plan(&self, request: &ChatRequest, tenant: &Arc<Tenant>) -> ToolResult<Plan> {
         if request.messages.is_empty() || request.messages.iter().any(|m| !m["role"].is_string()) {
             return Err(ToolError::invalid(
                 "field `messages` must be a non-empty list of {\"role\", \"content\"} objects",
@@ -194,17 +195,19 @@ impl Agent {
             tools,
             allowed,
             max_iterations,
-            session,
+            caller: Caller::new(tenant.clone()).in_session(session),
         })
     }
 
     /// Runs the loop, reporting on `events`; returns the transcript (system prompt included).
+    /// The tools run for `tenant`.
     pub async fn run(
         &self,
         request: ChatRequest,
+        tenant: Arc<Tenant>,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Vec<Value> {
-        let mut plan = match self.plan(&request) {
+        let mut plan = match self.plan(&request, &tenant) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = events.send(AgentEvent::Error {
@@ -339,9 +342,8 @@ impl Agent {
         let arguments = self.arguments(plan, call);
         let result = match &arguments {
             Ok(arguments) => {
-                let session = plan.session.as_deref();
                 self.registry
-                    .call(&call.name, arguments.clone(), session)
+                    .call(&call.name, arguments.clone(), &plan.caller)
                     .await
             }
             Err(error) => Err(error.clone()),

@@ -26,6 +26,7 @@ use super::pool::BrowserHandle;
 use super::tab::{TabEvents, lock};
 use crate::egress::{Egress, Lane, Unreachable};
 use crate::error::ToolResult;
+use crate::policy::UrlPolicy;
 
 /// Starts pausing the page's document requests; the stream carries them to `answer`.
 pub(crate) async fn guard_documents(
@@ -65,20 +66,33 @@ pub(crate) fn document_pattern() -> EnableParams {
 #[derive(Clone)]
 pub(crate) struct DocumentGuard {
     egress: Arc<Egress>,
+    /// The policy of the session (its tenant's).
+    policy: Arc<UrlPolicy>,
     lane: Option<Arc<Lane>>,
 }
 
 impl DocumentGuard {
+    /// The guard of pages outside any session, under the service's policy.
     pub(crate) fn new(egress: Arc<Egress>) -> Self {
-        Self { egress, lane: None }
+        Self {
+            policy: egress.resolver().policy().clone(),
+            egress,
+            lane: None,
+        }
     }
 
-    /// This guard, noting refusals in `lane`.
-    pub(crate) fn for_lane(&self, lane: Option<Arc<Lane>>) -> Arc<Self> {
+    /// The guard of a session's pages: its policy, and refusals noted in its `lane`.
+    pub(crate) fn for_session(&self, lane: Option<Arc<Lane>>, policy: Arc<UrlPolicy>) -> Arc<Self> {
         Arc::new(Self {
             egress: self.egress.clone(),
+            policy,
             lane,
         })
+    }
+
+    /// The session's lane of the egress proxy, if its browser reaches the proxy.
+    pub(crate) fn lane(&self) -> Option<&Arc<Lane>> {
+        self.lane.as_ref()
     }
 
     /// Scheme, then every address the host resolves to, since Chromium may connect to any of
@@ -98,12 +112,11 @@ impl DocumentGuard {
     }
 
     async fn judge(&self, url: &Url) -> ToolResult<()> {
-        let resolver = self.egress.resolver();
-        resolver.policy().check_url(url)?;
+        self.policy.check_url(url)?;
         let Some(Host::Domain(name)) = url.host() else {
             return Ok(());
         };
-        match resolver.checked(name).await {
+        match self.egress.resolver().checked_under(&self.policy, name).await {
             Err(Unreachable::Refused(error)) => Err(error),
             Ok(_) | Err(Unreachable::Unresolved) => Ok(()),
         }
@@ -155,7 +168,6 @@ pub(crate) async fn answer(
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
-    use crate::policy::UrlPolicy;
 
     #[tokio::test]
     async fn names_are_judged_by_the_addresses_they_resolve_to() {
@@ -176,5 +188,13 @@ mod tests {
         assert!(strict.check(&unknown).await.is_ok());
         let file = Url::parse("file:///etc/passwd").unwrap();
         assert!(strict.check(&file).await.is_err());
+        // A session's guard judges by its tenant's policy, not the service's.
+        let narrowed = by_name
+            .policy
+            .narrowed("alice", &[], &["localhost".into()])
+            .unwrap();
+        let tenants = by_name.for_session(None, Arc::new(narrowed));
+        assert!(tenants.check(&local).await.is_err());
+        assert!(by_name.check(&local).await.is_ok());
     }
 }

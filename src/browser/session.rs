@@ -19,27 +19,34 @@ use chromiumoxide::cdp::browser_protocol::target::{
 use serde::Serialize;
 use tokio::sync::OwnedMutexGuard;
 
+use super::guard::DocumentGuard;
 use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
 use crate::config::Config;
 use crate::egress::{Blocked, Lane, NO_BYPASS};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
+use crate::tenant::Tenant;
 
 /// The browser side of the service: the pool and the sessions living in it.
 pub struct BrowserService {
     pub pool: BrowserPool,
     config: Arc<Config>,
-    /// Live sessions by name. A std mutex: it is held only to look up or insert, never across
-    /// an await.
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Live sessions by tenant and name: a name means something only within its tenant. A std
+    /// mutex: it is held only to look up or insert, never across an await.
+    sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     /// Numbers the scratch sessions, to name them.
     scratch_count: AtomicU64,
 }
 
+/// A session's tenant name (empty for the operator) and its own name.
+type SessionKey = (String, String);
+
 /// One named session. Its `state` mutex is the session's command queue.
 pub struct Session {
     name: String,
+    /// Whose it is: what it may reach, where it downloads, whose session count it adds to.
+    tenant: Arc<Tenant>,
     /// What the creator of a private session called it (not its name).
     label: Option<String>,
     /// Its own idle limit, if it was given one.
@@ -123,19 +130,23 @@ impl BrowserService {
         })
     }
 
-    /// Takes the session's command lock (creating the session if needed) with its browser
-    /// context ready.
-    pub async fn session(&self, name: &str) -> ToolResult<SessionGuard> {
-        let session = self.lookup_or_create(name)?;
+    /// Takes the command lock of `tenant`'s session `name` (creating the session if needed)
+    /// with its browser context ready.
+    pub async fn session(&self, tenant: &Arc<Tenant>, name: &str) -> ToolResult<SessionGuard> {
+        let session = self.lookup_or_create(tenant, name)?;
         self.take(session).await
     }
 
-    /// A session of its own for one job: its own browser context (cookies, storage, cache),
-    /// not listed, not shared, not reaped. `SessionGuard::discard` closes it.
-    pub async fn scratch_session(&self, purpose: &str) -> ToolResult<SessionGuard> {
+    /// A session of its own for one job of `tenant`: its own browser context (cookies,
+    /// storage, cache), not listed, not shared, not reaped. `SessionGuard::discard` closes it.
+    pub async fn scratch_session(
+        &self,
+        tenant: &Arc<Tenant>,
+        purpose: &str,
+    ) -> ToolResult<SessionGuard> {
         let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
-        self.take(Session::new(format!("_{purpose}-{number}"), true))
-            .await
+        let name = format!("_{purpose}-{number}");
+        self.take(Session::new(tenant.clone(), name, true)).await
     }
 
     async fn take(&self, session: Arc<Session>) -> ToolResult<SessionGuard> {
@@ -148,7 +159,7 @@ impl BrowserService {
             .is_none_or(|b| b.generation != browser.generation)
         {
             state.reset();
-            let (params, lane) = context_params(&browser).await?;
+            let (params, lane) = context_params(&browser, &session.tenant).await?;
             let context = browser
                 .cdp(
                     "creating a browser context",
@@ -182,8 +193,8 @@ impl BrowserService {
             .join(format!("{}-{}", folder_name(&session.name), session.serial))
     }
 
-    /// Lets a session's pages download into `<data dir>/downloads/<session>/` and report it; a
-    /// scratch session's renders download nothing.
+    /// Lets a session's pages download into `downloads/<session>/` of its tenant's data dir and
+    /// report it; a scratch session's renders download nothing.
     async fn set_downloads(
         &self,
         browser: &BrowserHandle,
@@ -198,9 +209,9 @@ impl BrowserService {
                 events_enabled: None,
             }
         } else {
-            let dir = self
-                .config
-                .data_dir
+            let dir = session
+                .tenant
+                .data_dir(&self.config.data_dir)
                 .join("downloads")
                 .join(folder_name(&session.name));
             SetDownloadBehaviorParams {
@@ -219,38 +230,42 @@ impl BrowserService {
         Ok(())
     }
 
-    fn lookup_or_create(&self, name: &str) -> ToolResult<Arc<Session>> {
+    fn lookup_or_create(&self, tenant: &Arc<Tenant>, name: &str) -> ToolResult<Arc<Session>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get(name) {
+        let key = (tenant.name().to_string(), name.to_string());
+        if let Some(session) = sessions.get(&key) {
             return Ok(session.clone());
         }
-        self.room_for_one(&sessions)?;
-        let session = Session::new(name.to_string(), false);
-        sessions.insert(name.to_string(), session.clone());
+        self.room_for_one(&sessions, tenant)?;
+        let session = Session::new(tenant.clone(), name.to_string(), false);
+        sessions.insert(key, session.clone());
         Ok(session)
     }
 
-    /// A new private session: an unguessable name (`s-` and 128 random bits), which only its
-    /// creator knows; `idle` overrides the idle limit. Its browser context opens on first use.
+    /// A new private session of `tenant`: an unguessable name (`s-` and 128 random bits),
+    /// which only its creator knows; `idle` overrides the idle limit. Its browser context opens
+    /// on first use.
     pub fn create_private(
         &self,
+        tenant: &Arc<Tenant>,
         label: Option<String>,
         idle: Option<Duration>,
     ) -> ToolResult<String> {
         let name = unguessable_name("s-");
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        self.room_for_one(&sessions)?;
-        let session = Session::with(name.clone(), false, label, idle);
-        sessions.insert(name.clone(), session);
+        self.room_for_one(&sessions, tenant)?;
+        let session = Session::with(tenant.clone(), name.clone(), false, label, idle);
+        sessions.insert((tenant.name().to_string(), name.clone()), session);
         Ok(name)
     }
 
-    /// The live sessions, by name.
-    pub fn sessions(&self) -> Vec<SessionSummary> {
+    /// `tenant`'s live sessions, by name.
+    pub fn sessions(&self, tenant: &Tenant) -> Vec<SessionSummary> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let mut summaries: Vec<SessionSummary> = sessions
-            .values()
-            .map(|s| SessionSummary {
+            .iter()
+            .filter(|((owner, _), _)| owner == tenant.name())
+            .map(|(_, s)| SessionSummary {
                 session: s.name.clone(),
                 label: s.label.clone(),
                 tabs: s.tab_count.load(Ordering::Relaxed),
@@ -262,7 +277,28 @@ impl BrowserService {
         summaries
     }
 
-    fn room_for_one(&self, sessions: &HashMap<String, Arc<Session>>) -> ToolResult<()> {
+    /// Refuses a new session past the service's maximum or past `tenant`'s own.
+    fn room_for_one(
+        &self,
+        sessions: &HashMap<SessionKey, Arc<Session>>,
+        tenant: &Tenant,
+    ) -> ToolResult<()> {
+        if let Some(limit) = tenant.max_sessions() {
+            let own = sessions
+                .keys()
+                .filter(|(owner, _)| owner == tenant.name())
+                .count();
+            if own >= limit {
+                return Err(ToolError::new(
+                    ErrorCode::Limit,
+                    format!("{own} sessions of yours are live, the maximum of your key"),
+                )
+                .with_hint(
+                    "reuse one of your sessions (GET /api/sessions lists them), or close one \
+                     with DELETE /api/sessions/{id}",
+                ));
+            }
+        }
         if sessions.len() >= self.config.max_sessions {
             return Err(ToolError::new(
                 ErrorCode::Limit,
@@ -279,21 +315,23 @@ impl BrowserService {
         Ok(())
     }
 
-    /// Names of the live sessions.
-    pub fn session_names(&self) -> Vec<String> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let mut names: Vec<String> = sessions.keys().cloned().collect();
-        names.sort();
-        names
+    /// How many sessions are live, all tenants.
+    pub fn session_count(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
-    /// Closes one session now (its context, tabs, cookies). Returns whether it existed.
-    pub async fn close_session(&self, name: &str) -> bool {
+    /// Closes `tenant`'s session `name` now (its context, tabs, cookies). Returns whether it
+    /// existed.
+    pub async fn close_session(&self, tenant: &Tenant, name: &str) -> bool {
+        let key = (tenant.name().to_string(), name.to_string());
         let removed = self
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+            .remove(&key);
         match removed {
             Some(session) => {
                 let mut state = session.state.lock().await;
@@ -325,17 +363,17 @@ impl BrowserService {
     async fn reap_idle(&self, idle: Duration) {
         let expired: Vec<Arc<Session>> = {
             let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            let names: Vec<String> = sessions
+            let names: Vec<SessionKey> = sessions
                 .iter()
                 .filter(|(_, s)| {
                     s.idle_for() >= s.idle_limit.unwrap_or(idle) && s.state.try_lock().is_ok()
                 })
-                .map(|(name, _)| name.clone())
+                .map(|(key, _)| key.clone())
                 .collect();
             names.iter().filter_map(|n| sessions.remove(n)).collect()
         };
         for session in expired {
-            tracing::info!(session = %session.name, "closing idle session");
+            tracing::info!(session = %session.name, tenant = session.tenant.label(), "closing idle session");
             session.state.lock().await.dispose().await;
         }
     }
@@ -375,11 +413,12 @@ fn folder_name(session: &str) -> String {
 /// A new context's parameters: its own lane of the egress proxy when the browser can reach it.
 async fn context_params(
     browser: &BrowserHandle,
+    tenant: &Tenant,
 ) -> ToolResult<(CreateBrowserContextParams, Option<Arc<Lane>>)> {
     let Some(egress) = &browser.egress else {
         return Ok((CreateBrowserContextParams::default(), None));
     };
-    let lane = egress.open_lane().await.map_err(|e| {
+    let lane = egress.open_lane_under(tenant.policy().clone()).await.map_err(|e| {
         ToolError::new(
             ErrorCode::BrowserUnavailable,
             format!("cannot open a lane of the egress proxy: {e}"),
@@ -396,11 +435,12 @@ async fn context_params(
 static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl Session {
-    fn new(name: String, scratch: bool) -> Arc<Self> {
-        Self::with(name, scratch, None, None)
+    fn new(tenant: Arc<Tenant>, name: String, scratch: bool) -> Arc<Self> {
+        Self::with(tenant, name, scratch, None, None)
     }
 
     fn with(
+        tenant: Arc<Tenant>,
         name: String,
         scratch: bool,
         label: Option<String>,
@@ -412,6 +452,7 @@ impl Session {
             idle_limit,
             tab_count: Default::default(),
             name,
+            tenant,
             scratch,
             state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
             last_used: Mutex::new(Instant::now()),
@@ -564,7 +605,8 @@ impl SessionGuard {
             .browser
             .cdp("opening a tab", self.browser.browser.new_page(params))
             .await?;
-        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone(), self.lane()).await?;
+        let guard = self.document_guard();
+        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await?;
         for script in &self.state.init_scripts {
             tab.install_script(script).await?;
         }
@@ -590,8 +632,12 @@ impl SessionGuard {
         }
     }
 
-    fn lane(&self) -> Option<Arc<Lane>> {
-        self.state.lane.clone()
+    /// What judges the documents of the session's tabs: its tenant's policy, its lane.
+    fn document_guard(&self) -> Arc<DocumentGuard> {
+        let policy = self.session.tenant.policy().clone();
+        self.browser
+            .guard
+            .for_session(self.state.lane.clone(), policy)
     }
 
     /// Connections the egress policy refused to the session's pages since the last call.
@@ -705,8 +751,8 @@ impl SessionGuard {
                 continue;
             }
             // A page can close while it is being adopted; that is no error of this call.
-            let lane = self.lane();
-            match Tab::attach(self.next_tab_id(), page, self.browser.clone(), lane).await {
+            let guard = self.document_guard();
+            match Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await {
                 Ok(tab) => {
                     adopted.push(tab.id.clone());
                     self.state.tabs.push(tab);

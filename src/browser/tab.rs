@@ -157,10 +157,10 @@ impl Tab {
         id: String,
         page: Page,
         browser: Arc<BrowserHandle>,
-        lane: Option<Arc<Lane>>,
+        guard: Arc<DocumentGuard>,
     ) -> ToolResult<Self> {
         let events = Arc::new(Mutex::new(TabEvents::default()));
-        let guard = browser.guard.for_lane(lane.clone());
+        let lane = guard.lane().cloned();
         let watcher = spawn_watcher(&page, &browser, guard.clone(), events.clone()).await?;
         let install = AddScriptToEvaluateOnNewDocumentParams::new(AGENT_JS);
         browser

@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use crate::config::CrawlConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
+use crate::tenant::{Tenant, Tenants};
 use store::Store;
 
 /// Events buffered per subscriber before a slow one starts missing them.
@@ -151,6 +152,8 @@ impl CrawlEvent {
 pub struct Crawler {
     store: Store,
     pages: Arc<Pages>,
+    /// Whose tasks they are: a resumed task runs for its tenant, under its policy.
+    tenants: Arc<Tenants>,
     config: CrawlConfig,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -164,10 +167,16 @@ pub struct Crawler {
 
 impl Crawler {
     /// Opens the task database and resumes tasks a previous run left unfinished.
-    pub fn open(path: &Path, config: CrawlConfig, pages: Arc<Pages>) -> anyhow::Result<Arc<Self>> {
+    pub fn open(
+        path: &Path,
+        config: CrawlConfig,
+        pages: Arc<Pages>,
+        tenants: Arc<Tenants>,
+    ) -> anyhow::Result<Arc<Self>> {
         let crawler = Arc::new(Self {
             store: Store::open(path)?,
             pages,
+            tenants,
             global: Arc::new(Semaphore::new(config.global_parallel)),
             config,
             hosts: Mutex::new(HashMap::new()),
@@ -183,28 +192,39 @@ impl Crawler {
         Ok(crawler)
     }
 
-    /// Checks and stores a task, starts it, and returns its id.
-    pub fn submit(self: &Arc<Self>, urls: Vec<String>, options: TaskOptions) -> ToolResult<String> {
+    /// Checks and stores a task of `tenant`, starts it, and returns its id.
+    pub fn submit(
+        self: &Arc<Self>,
+        tenant: &Tenant,
+        urls: Vec<String>,
+        options: TaskOptions,
+    ) -> ToolResult<String> {
         if urls.is_empty() {
             return Err(ToolError::invalid(
                 "field `urls` must hold at least one URL",
             ));
         }
-        if urls.len() > self.config.max_urls {
+        let max_urls = tenant
+            .crawl_max_urls()
+            .map_or(self.config.max_urls, |own| own.min(self.config.max_urls));
+        if urls.len() > max_urls {
             return Err(ToolError::new(
                 ErrorCode::Limit,
                 format!(
-                    "{} URLs is more than the configured maximum of {}",
+                    "{} URLs is more than the configured maximum of {max_urls}",
                     urls.len(),
-                    self.config.max_urls
                 ),
             )
             .with_hint("split the URLs into several tasks"));
         }
-        if !(1..=self.config.max_parallel).contains(&options.parallel) {
+        let max_parallel = tenant
+            .crawl_parallel()
+            .map_or(self.config.max_parallel, |own| {
+                own.min(self.config.max_parallel)
+            });
+        if !(1..=max_parallel).contains(&options.parallel) {
             return Err(ToolError::invalid(format!(
-                "field `parallel` must be from 1 to {}",
-                self.config.max_parallel
+                "field `parallel` must be from 1 to {max_parallel}"
             )));
         }
         for (index, url) in urls.iter().enumerate() {
@@ -222,7 +242,7 @@ impl Crawler {
         );
         crate::pages::paging::budget(options.page.max_tokens)?;
         self.store
-            .create(&id, now as i64, &options, &urls)
+            .create(&id, tenant.name(), now as i64, &options, &urls)
             .map_err(database_error)?;
         self.spawn(id.clone());
         Ok(id)
@@ -253,6 +273,11 @@ impl Crawler {
         let Some(task) = self.store.task(id)? else {
             return Ok(());
         };
+        let Some(tenant) = self.tenants.named(&task.tenant) else {
+            // Its key is gone from the keys file: nobody may run it, nor see it.
+            tracing::warn!(task = %id, tenant = %task.tenant, "crawl task of an unknown tenant left pending");
+            return Ok(());
+        };
         self.store.set_status(id, TaskStatus::Running)?;
         let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
@@ -261,11 +286,12 @@ impl Crawler {
                 permit = per_task.clone().acquire_owned() => permit?,
                 () = self.stopped() => break,
             };
-            let crawler = self.clone();
+            let (crawler, tenant) = (self.clone(), tenant.clone());
             let (id, options) = (id.to_string(), task.options.page.clone());
             running.spawn(async move {
+                let item = Item { id: &id, index, url, total: task.total };
                 tokio::select! {
-                    () = crawler.fetch(&id, index, url, options, task.total) => {}
+                    () = crawler.fetch(&tenant, item, options) => {}
                     // Left pending: the next start reads it again.
                     () = crawler.stopped() => {}
                 }
@@ -294,7 +320,13 @@ impl Crawler {
         Ok(())
     }
 
-    async fn fetch(&self, id: &str, index: usize, url: String, options: PageOptions, total: usize) {
+    async fn fetch(&self, tenant: &Arc<Tenant>, item: Item<'_>, options: PageOptions) {
+        let Item {
+            id,
+            index,
+            url,
+            total,
+        } = item;
         let host = self.host_limit(&url);
         let outcome = async {
             let host = host.acquire_owned().await.ok();
@@ -302,7 +334,7 @@ impl Crawler {
             // A render counts against the render limit, not against these fetch limits.
             let release = move || drop((host, global));
             self.pages
-                .open_releasing(&url, &options, None, release)
+                .open_releasing(tenant, &url, &options, None, release)
                 .await
         }
         .await
@@ -367,14 +399,15 @@ impl Crawler {
         }
     }
 
-    /// Progress events of a task from now on, with its status at subscription time.
+    /// Progress events of `tenant`'s task from now on, with its status at subscription time.
     pub fn subscribe(
         &self,
+        tenant: &Tenant,
         id: &str,
     ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // Read under the lock: `announce` cannot slip a `done` between the two.
-        let summary = self.summary(id)?;
+        let summary = self.summary(tenant, id)?;
         let receiver = if summary.status.is_finished() {
             broadcast::channel(1).1
         } else {
@@ -386,12 +419,14 @@ impl Crawler {
         Ok((summary, receiver))
     }
 
-    /// Status and counts of a task, without its results.
-    pub fn summary(&self, id: &str) -> ToolResult<TaskSummary> {
+    /// Status and counts of `tenant`'s task, without its results. Another tenant's task is as
+    /// unknown as one that never was.
+    pub fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
         let task = self
             .store
             .task(id)
             .map_err(database_error)?
+            .filter(|task| task.tenant == tenant.name())
             .ok_or_else(|| no_such_task(id))?;
         self.summarize(task)
     }
@@ -409,8 +444,8 @@ impl Crawler {
     }
 
     /// Status, results and errors of a task, in the order URLs finished.
-    pub fn status(&self, id: &str) -> ToolResult<TaskReport> {
-        let summary = self.summary(id)?;
+    pub fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
+        let summary = self.summary(tenant, id)?;
         let finished = self.store.finished(id).map_err(database_error)?;
         Ok(with_items(summary, finished))
     }
@@ -419,11 +454,12 @@ impl Crawler {
     /// fit `max_chars` (at least one), plus the index of the first URL left out.
     pub fn status_page(
         &self,
+        tenant: &Tenant,
         id: &str,
         from: usize,
         max_chars: usize,
     ) -> ToolResult<(TaskReport, Option<usize>)> {
-        let summary = self.summary(id)?;
+        let summary = self.summary(tenant, id)?;
         if from > summary.total {
             return Err(ToolError::invalid(format!(
                 "field `cursor` points past the task's {} URLs",
@@ -438,13 +474,30 @@ impl Crawler {
         Ok((with_items(summary, items), next))
     }
 
-    /// Task summaries, newest first.
-    pub fn list(&self, status: Option<TaskStatus>, limit: usize) -> ToolResult<TaskList> {
-        let tasks = self.store.tasks(status, limit).map_err(database_error)?;
+    /// `tenant`'s task summaries, newest first.
+    pub fn list(
+        &self,
+        tenant: &Tenant,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> ToolResult<TaskList> {
+        let tasks = self
+            .store
+            .tasks(tenant.name(), status, limit)
+            .map_err(database_error)?;
         let tasks: ToolResult<Vec<TaskSummary>> =
             tasks.into_iter().map(|t| self.summarize(t)).collect();
         Ok(TaskList { tasks: tasks? })
     }
+}
+
+/// One URL of a task.
+struct Item<'a> {
+    id: &'a str,
+    index: usize,
+    url: String,
+    /// The task's URL count, for progress events.
+    total: usize,
 }
 
 /// `summary` with the items split into `results` and `errors`, in the given order.

@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_ms INTEGER NOT NULL,
     status TEXT NOT NULL,
     options TEXT NOT NULL,
-    total INTEGER NOT NULL
+    total INTEGER NOT NULL,
+    tenant TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS items (
     task_id TEXT NOT NULL,
@@ -32,10 +33,18 @@ CREATE TABLE IF NOT EXISTS items (
 );
 ";
 
+/// Brings a database of an older version up to this schema.
+const MIGRATIONS: [(&str, &str); 1] = [(
+    "tenant",
+    "ALTER TABLE tasks ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+)];
+
 /// A task's row.
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: String,
+    /// Whose task it is (empty: the operator's).
+    pub tenant: String,
     pub created_ms: i64,
     pub status: TaskStatus,
     pub options: TaskOptions,
@@ -63,6 +72,16 @@ impl Store {
         }
         let connection = Connection::open(path)?;
         connection.execute_batch(SCHEMA)?;
+        for (column, migration) in MIGRATIONS {
+            let present: bool = connection.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?1",
+                params![column],
+                |row| row.get(0),
+            )?;
+            if !present {
+                connection.execute_batch(migration)?;
+            }
+        }
         Ok(Self {
             connection: Mutex::new(connection),
         })
@@ -75,6 +94,7 @@ impl Store {
     pub fn create(
         &self,
         id: &str,
+        tenant: &str,
         created_ms: i64,
         options: &TaskOptions,
         urls: &[String],
@@ -83,8 +103,9 @@ impl Store {
         let mut db = self.db();
         let tx = db.transaction()?;
         tx.execute(
-            "INSERT INTO tasks (id, created_ms, status, options, total) VALUES (?1, ?2, 'pending', ?3, ?4)",
-            params![id, created_ms, options, urls.len() as i64],
+            "INSERT INTO tasks (id, created_ms, status, options, total, tenant)
+             VALUES (?1, ?2, 'pending', ?3, ?4, ?5)",
+            params![id, created_ms, options, urls.len() as i64, tenant],
         )?;
         {
             let mut insert = tx.prepare(
@@ -109,22 +130,28 @@ impl Store {
     pub fn task(&self, id: &str) -> DbResult<Option<TaskRow>> {
         self.db()
             .query_row(
-                "SELECT id, created_ms, status, options, total FROM tasks WHERE id = ?1",
+                "SELECT id, created_ms, status, options, total, tenant FROM tasks WHERE id = ?1",
                 params![id],
                 task_row,
             )
             .optional()
     }
 
-    /// Newest first, optionally with one status.
-    pub fn tasks(&self, status: Option<TaskStatus>, limit: usize) -> DbResult<Vec<TaskRow>> {
+    /// `tenant`'s tasks, newest first, optionally with one status.
+    pub fn tasks(
+        &self,
+        tenant: &str,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> DbResult<Vec<TaskRow>> {
         let status = status.map(TaskStatus::as_str);
         let db = self.db();
         let mut query = db.prepare(
-            "SELECT id, created_ms, status, options, total FROM tasks
-             WHERE ?1 IS NULL OR status = ?1 ORDER BY created_ms DESC, id LIMIT ?2",
+            "SELECT id, created_ms, status, options, total, tenant FROM tasks
+             WHERE tenant = ?3 AND (?1 IS NULL OR status = ?1)
+             ORDER BY created_ms DESC, id LIMIT ?2",
         )?;
-        let rows = query.query_map(params![status, limit as i64], task_row)?;
+        let rows = query.query_map(params![status, limit as i64, tenant], task_row)?;
         rows.collect()
     }
 
@@ -256,6 +283,7 @@ fn task_row(row: &rusqlite::Row<'_>) -> DbResult<TaskRow> {
     });
     Ok(TaskRow {
         id,
+        tenant: row.get(5)?,
         created_ms: row.get(1)?,
         status,
         options,

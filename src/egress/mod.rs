@@ -126,12 +126,19 @@ impl Egress {
         self.refused_total.load(Ordering::Relaxed)
     }
 
-    /// A new lane: its own listener on 127.0.0.1, served until the lane drops.
+    /// A new lane under the service's policy.
     pub async fn open_lane(self: &Arc<Self>) -> io::Result<Lane> {
+        self.open_lane_under(self.resolver.policy().clone()).await
+    }
+
+    /// A new lane whose connections `policy` judges (a tenant's): its own listener on
+    /// 127.0.0.1, served until the lane drops.
+    pub async fn open_lane_under(self: &Arc<Self>, policy: Arc<UrlPolicy>) -> io::Result<Lane> {
         let listener = TcpListener::bind((IpAddr::from([127, 0, 0, 1]), 0)).await?;
         let address = listener.local_addr()?;
         let state = Arc::new(LaneState {
             egress: self.clone(),
+            policy,
             log: Mutex::new(LaneLog::default()),
         });
         let task = tokio::spawn(serve(listener, state.clone()));
@@ -142,10 +149,14 @@ impl Egress {
         })
     }
 
-    /// Connects to an address of `destination` the policy allows.
-    async fn connect(&self, destination: &Destination) -> Result<TcpStream, Failure> {
+    /// Connects to an address of `destination` that `policy` allows.
+    async fn connect(
+        &self,
+        policy: &UrlPolicy,
+        destination: &Destination,
+    ) -> Result<TcpStream, Failure> {
         let ips =
-            self.resolver.checked(&destination.host).await.map_err(
+            self.resolver.checked_under(policy, &destination.host).await.map_err(
                 |unreachable| match unreachable {
                     Unreachable::Refused(error) => Failure::Refused(error),
                     Unreachable::Unresolved => Failure::Unresolved,
@@ -179,6 +190,8 @@ pub struct Lane {
 /// What a lane's connections share.
 struct LaneState {
     egress: Arc<Egress>,
+    /// What the lane's connections may reach.
+    policy: Arc<UrlPolicy>,
     log: Mutex<LaneLog>,
 }
 
@@ -200,6 +213,11 @@ impl Drop for Lane {
 
 impl Lane {
     /// The proxy as Chromium's `--proxy-server` or a context's `proxyServer` names it.
+    /// What the lane's connections may reach.
+    pub fn policy(&self) -> &Arc<UrlPolicy> {
+        &self.state.policy
+    }
+
     pub fn proxy_server(&self) -> String {
         format!("socks5://{}", self.address)
     }
@@ -311,7 +329,7 @@ async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
             return;
         }
     };
-    match lane.egress.connect(&destination).await {
+    match lane.egress.connect(&lane.policy, &destination).await {
         Ok(upstream) => {
             // An older failure to reach it no longer explains anything.
             lock(&lane.log)

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::ToolError;
@@ -32,29 +32,40 @@ pub enum Unreachable {
     Unresolved,
 }
 
-/// The URL policy with the addresses of recently resolved hosts.
+/// The service's URL policy with the addresses of recently resolved hosts; a tenant's narrower
+/// policy is judged with the same addresses (`checked_under`).
 pub struct Resolver {
-    policy: UrlPolicy,
+    policy: Arc<UrlPolicy>,
     addresses: Mutex<AddressCache>,
 }
 
 impl Resolver {
     pub fn new(policy: UrlPolicy) -> Self {
         Self {
-            policy,
+            policy: Arc::new(policy),
             addresses: Mutex::new(HashMap::new()),
         }
     }
 
-    pub fn policy(&self) -> &UrlPolicy {
+    /// The service's policy.
+    pub fn policy(&self) -> &Arc<UrlPolicy> {
         &self.policy
+    }
+
+    /// `checked` under the service's policy.
+    pub async fn checked(&self, host: &str) -> Result<Vec<IpAddr>, Unreachable> {
+        self.checked_under(&self.policy, host).await
     }
 
     /// The addresses of `host` (a name or an IP literal, IPv6 with or without brackets), every
     /// one of them allowed by the policy — any of them might be the one connected to, so one
     /// refused address refuses the host. Loopback comes first for local names, IPv4 first.
-    pub async fn checked(&self, host: &str) -> Result<Vec<IpAddr>, Unreachable> {
-        self.policy.check_host(host).map_err(Unreachable::Refused)?;
+    pub async fn checked_under(
+        &self,
+        policy: &UrlPolicy,
+        host: &str,
+    ) -> Result<Vec<IpAddr>, Unreachable> {
+        policy.check_host(host).map_err(Unreachable::Refused)?;
         let name = host.trim_start_matches('[').trim_end_matches(']');
         let ips = match name.parse::<IpAddr>() {
             Ok(ip) => vec![ip],
@@ -66,7 +77,7 @@ impl Resolver {
         // Allowed names match as written: `localhost.` is not what an allowed `localhost` names.
         let named = name.parse::<IpAddr>().is_err().then_some(name);
         for ip in &ips {
-            self.policy
+            policy
                 .check_addr(host, named, *ip)
                 .map_err(Unreachable::Refused)?;
         }

@@ -19,6 +19,7 @@ use url::Url;
 use crate::browser::{Blocked, BrowserService, Destination, Form, Scope};
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::tenant::Tenant;
 use crate::web::client::Fetched;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
 use crate::web::{WebService, shell};
@@ -125,14 +126,17 @@ impl Pages {
         }
     }
 
-    /// Loads, extracts and pages one URL, from `cursor` (a previous slice's `next_cursor`) on.
+    /// Loads, extracts and pages one URL for `tenant` (under its policy), from `cursor` (a
+    /// previous slice's `next_cursor`) on.
     pub async fn open(
         &self,
+        tenant: &Arc<Tenant>,
         url: &str,
         options: &PageOptions,
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
-        self.open_releasing(url, options, cursor, || ()).await
+        self.open_releasing(tenant, url, options, cursor, || ())
+            .await
     }
 
     /// `open`, calling `release` once HTTP is done with the page, before a browser render
@@ -141,6 +145,7 @@ impl Pages {
     /// hold back plain fetches.
     pub async fn open_releasing(
         &self,
+        tenant: &Arc<Tenant>,
         url: &str,
         options: &PageOptions,
         cursor: Option<&str>,
@@ -149,21 +154,21 @@ impl Pages {
         crate::policy::check_length(url, "url")?;
         let url = Url::parse(url.trim())
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
-        self.web.client.policy().check_url(&url)?;
+        tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
         let (kind, format) = (options.extract, options.format);
         let loaded = match options.mode {
             FetchMode::Browser => {
                 release();
-                self.render(&url, kind, format, None).await?
+                self.render(tenant, &url, kind, format, None).await?
             }
             mode => {
-                let fetched = self.web.client.get(&url).await?;
+                let fetched = self.web.client.get(&url, tenant.policy()).await?;
                 match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
                     Err(why) => {
                         release();
-                        self.render(&url, kind, format, Some(why)).await?
+                        self.render(tenant, &url, kind, format, Some(why)).await?
                     }
                 }
             }
@@ -192,12 +197,13 @@ impl Pages {
     /// Renders `url` in a scratch session of its own and extracts from the live DOM.
     async fn render(
         &self,
+        tenant: &Arc<Tenant>,
         url: &Url,
         kind: ExtractKind,
         format: TextFormat,
         why: Option<String>,
     ) -> ToolResult<Loaded> {
-        self.web.client.check_target(url).await?;
+        self.web.client.check_target(url, tenant.policy()).await?;
         let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
         let turn = tokio::time::timeout(timeout, self.renders.acquire())
             .await
@@ -213,7 +219,7 @@ impl Pages {
                 .with_hint("call again later, or read the page with mode=http")
             })?
             .map_err(|_| ToolError::internal("the render limit was closed"))?;
-        let mut session = self.browser.scratch_session("render").await?;
+        let mut session = self.browser.scratch_session(tenant, "render").await?;
         let rendered = async {
             let tab = session.open_tab("about:blank").await?;
             let arrival = tab

@@ -1,18 +1,23 @@
-//! Bearer-token authentication, required on every route but `/healthz` when a token is set.
-//! Failures are counted (`webpilot_auth_failures_total`), and a client address that fails too
-//! often is refused outright for a while, right token or not, so guessing gains nothing.
+//! Bearer-key authentication, required on every route but `/healthz` when a token or tenant keys
+//! are set. The key names the request's tenant, which handlers find in its extensions
+//! (`Extension<Arc<Tenant>>`); without keys every request is the operator's. Failures are
+//! counted (`webpilot_auth_failures_total`), and a client address that fails too often is
+//! refused outright for a while, right key or not, so guessing gains nothing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::Response;
 
 use super::rest::error_response;
 use crate::error::{ErrorCode, ToolError};
-use crate::tools::{Quota, RateLimiter, Registry};
+use crate::rate::{Quota, RateLimiter};
+use crate::tenant::{Tenant, Tenants};
+use crate::tools::Registry;
 
 /// Failed authentications a client address may make, refilled over a minute.
 const FAILURES_PER_MINUTE: u32 = 10;
@@ -20,7 +25,7 @@ const FAILURES_PER_MINUTE: u32 = 10;
 /// What the authentication layer works with.
 #[derive(Clone)]
 pub(super) struct Auth {
-    token: Option<Arc<String>>,
+    tenants: Arc<Tenants>,
     /// For the failure counter in its metrics.
     registry: Arc<Registry>,
     /// Failures by client address.
@@ -28,13 +33,13 @@ pub(super) struct Auth {
 }
 
 impl Auth {
-    pub(super) fn new(token: Option<String>, registry: Arc<Registry>) -> Self {
+    pub(super) fn new(tenants: Arc<Tenants>, registry: Arc<Registry>) -> Self {
         let quota = Quota {
             count: FAILURES_PER_MINUTE,
             period: Duration::from_secs(60),
         };
         Self {
-            token: token.map(Arc::new),
+            tenants,
             registry,
             failures: Arc::new(RateLimiter::keyed(quota)),
         }
@@ -43,12 +48,13 @@ impl Auth {
 
 pub(super) async fn require_token(
     State(auth): State<Auth>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = &auth.token else {
+    if !auth.tenants.auth_required() {
+        request.extensions_mut().insert(auth.tenants.operator());
         return next.run(request).await;
-    };
+    }
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
@@ -72,23 +78,40 @@ pub(super) async fn require_token(
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => {
+    match presented.and_then(|key| auth.tenants.authenticate(key)) {
+        Some(tenant) => {
+            request.extensions_mut().insert(tenant);
             next.run(request).await
         }
-        _ => {
+        None => {
             auth.registry.metrics().auth_failed();
             // The bucket only counts here; refusals come from `exhausted` above.
             let _ = auth.failures.take(&client);
             error_response(&ToolError::new(
                 ErrorCode::Unauthorized,
-                "missing or wrong bearer token",
+                "missing or wrong bearer key",
             ))
         }
     }
 }
 
-/// Compares without an early exit, so timing does not reveal how much of the token matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The request's tenant, as the authentication layer found it.
+pub(super) struct CallerTenant(pub Arc<Tenant>);
+
+impl<S: Send + Sync> FromRequestParts<S> for CallerTenant {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Response> {
+        parts
+            .extensions
+            .get::<Arc<Tenant>>()
+            .cloned()
+            .map(CallerTenant)
+            .ok_or_else(|| {
+                error_response(&ToolError::new(
+                    ErrorCode::Unauthorized,
+                    "the request has no tenant",
+                ))
+            })
+    }
 }

@@ -16,6 +16,7 @@ use axum::routing::post;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::auth::CallerTenant;
 use super::rest::{error_response, parse_body};
 use crate::agent::{AgentEvent, ChatRequest};
 use crate::app::App;
@@ -35,7 +36,11 @@ pub(super) fn routes(app: App) -> Router {
         (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
         (status = 502, description = "The model failed (`stream: false`).", body = Object),
     ))]
-async fn chat(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     // Any content type: `curl -d` sends JSON as application/x-www-form-urlencoded.
     let request = match parse_body(body).and_then(|args| {
         serde_path_to_error::deserialize::<_, ChatRequest>(args).map_err(|e| {
@@ -46,13 +51,13 @@ async fn chat(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
         Ok(request) => request,
         Err(error) => return error_response(&error),
     };
-    if let Err(error) = app.agent.check(&request) {
+    if let Err(error) = app.agent.check(&request, &tenant) {
         return error_response(&error);
     }
     let (events, mut received) = mpsc::unbounded_channel();
     if request.stream.unwrap_or(true) {
         let agent = app.agent.clone();
-        tokio::spawn(async move { agent.run(request, events).await });
+        tokio::spawn(async move { agent.run(request, tenant, events).await });
         let stream = futures::stream::unfold(received, |mut received| async move {
             let event = received.recv().await?;
             let sse = Event::default()
@@ -64,7 +69,7 @@ async fn chat(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
             .keep_alive(KeepAlive::default())
             .into_response();
     }
-    let transcript = app.agent.run(request, events).await;
+    let transcript = app.agent.run(request, tenant, events).await;
     let mut tool_calls = 0;
     while let Ok(event) = received.try_recv() {
         match event {

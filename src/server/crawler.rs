@@ -17,10 +17,12 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
+use super::auth::CallerTenant;
 use super::rest::{error_response, parse_body};
 use crate::app::App;
 use crate::crawl::TaskStatus;
 use crate::error::{ErrorBody, ToolError};
+use crate::tools::Caller;
 
 /// Default and largest `limit` of the task list.
 const LIST_LIMIT: (usize, usize) = (50, 1000);
@@ -48,14 +50,18 @@ fn respond(result: Result<impl Serialize, ToolError>) -> Response {
         (status = 400, description = "INVALID_ARGUMENT or BLOCKED_URL", body = ErrorBody),
         (status = 429, description = "LIMIT", body = ErrorBody),
     ))]
-async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn create(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let args = match parse_body(body) {
         Ok(args) => args,
         Err(error) => return error_response(&error),
     };
     respond(
         app.registry
-            .call("crawl_batch", args, None)
+            .call("crawl_batch", args, &Caller::new(tenant))
             .await
             .map(|output| output.json),
     )
@@ -68,8 +74,12 @@ async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> 
         (status = 200, description = "Status, counts and results.", body = Object),
         (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
     ))]
-async fn status(State(app): State<App>, Path(id): Path<String>) -> Response {
-    respond(app.crawler.status(&id))
+async fn status(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Response {
+    respond(app.crawler.status(&tenant, &id))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -88,7 +98,11 @@ struct ListQuery {
         (status = 200, description = "Task summaries.", body = Object),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
     ))]
-async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
+async fn list(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Response {
     let query = match query {
         Ok(Query(query)) => query,
         Err(rejection) => {
@@ -99,7 +113,7 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
         }
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    respond(app.crawler.list(query.status, limit))
+    respond(app.crawler.list(&tenant, query.status, limit))
 }
 
 /// Progress as server-sent events: `status` (or `done` at once for a finished task), a
@@ -111,8 +125,12 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
             body = super::openapi::SseEvent, content_type = "text/event-stream"),
         (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
     ))]
-async fn events(State(app): State<App>, Path(id): Path<String>) -> Response {
-    let (summary, receiver) = match app.crawler.subscribe(&id) {
+async fn events(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Response {
+    let (summary, receiver) = match app.crawler.subscribe(&tenant, &id) {
         Ok(subscription) => subscription,
         Err(error) => return error_response(&error),
     };

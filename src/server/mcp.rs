@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use axum::http::request::Parts;
 use base64::Engine;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
@@ -17,6 +18,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value};
 
 use crate::app::App;
+use crate::error::{ErrorCode, ToolError};
+use crate::tenant::Tenant;
+use crate::tools::Caller;
 
 /// One MCP connection's view of the service.
 #[derive(Clone)]
@@ -47,10 +51,28 @@ impl McpFront {
             .collect()
     }
 
-    async fn call(&self, name: &str, arguments: Option<Map<String, Value>>) -> CallToolResult {
+    /// Whose call it is: the tenant the request's key opened over HTTP (the auth layer puts it
+    /// in the request), the operator over stdio.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, CallToolResult> {
+        let tenant = match context.extensions.get::<Parts>() {
+            None => self.app.tenants.operator(),
+            Some(parts) => parts.extensions.get::<Arc<Tenant>>().cloned().ok_or_else(|| {
+                let error = ToolError::new(ErrorCode::Unauthorized, "the request has no tenant");
+                CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
+            })?,
+        };
+        Ok(Caller::new(tenant).in_session(Some(self.session.to_string())))
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        caller: &Caller,
+    ) -> CallToolResult {
         let arguments = Value::Object(arguments.unwrap_or_default());
         let registry = &self.app.registry;
-        match registry.call(name, arguments, Some(&self.session)).await {
+        match registry.call(name, arguments, caller).await {
             Ok(output) => {
                 // The result twice, per the 2025-06-18 spec: as text for clients that read
                 // content, and as structured content matching the tool's outputSchema.
@@ -93,8 +115,12 @@ impl ServerHandler for McpFront {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.call(&request.name, request.arguments).await.into())
+        let result = match self.caller(&context) {
+            Ok(caller) => self.call(&request.name, request.arguments, &caller).await,
+            Err(refusal) => refusal,
+        };
+        Ok(result.into())
     }
 }

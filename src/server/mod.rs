@@ -28,7 +28,7 @@ const ANSWER_GRACE: Duration = Duration::from_secs(3);
 
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
-    let auth = auth::Auth::new(app.config.token.clone(), app.registry.clone());
+    let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone());
     let mcp = mcp_service(&app);
     chat::routes(app.clone())
         .merge(crawler::routes(app.clone()))

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Gauge;
-use crate::tools::ToolOutput;
+use crate::tools::{Caller, ToolOutput};
+use super::auth::CallerTenant;
 
 /// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
 /// per 3), plus the other arguments.
@@ -33,7 +34,7 @@ pub const SESSION_HEADER: &str = "x-webpilot-session";
 
 pub(super) fn routes(app: App) -> Router {
     let description = Bytes::from(
-        super::openapi::document(&app.registry, app.config.token.is_some()).to_string(),
+        super::openapi::document(&app.registry, app.tenants.auth_required()).to_string(),
     );
     Router::new()
         .route("/healthz", get(health))
@@ -59,7 +60,7 @@ async fn health(State(app): State<App>) -> Json<Value> {
     Json(json!({
         "ok": true,
         "browser": browser.as_ref().map(|b| json!({ "generation": b.generation, "pid": b.pid() })),
-        "sessions": app.browser.session_names().len(),
+        "sessions": app.browser.session_count(),
     }))
 }
 
@@ -94,7 +95,7 @@ async fn metrics(State(app): State<App>) -> Response {
             name: "webpilot_browser_sessions",
             help: "Live browser sessions.",
             kind: "gauge",
-            value: app.browser.session_names().len() as f64,
+            value: app.browser.session_count() as f64,
         },
         Gauge {
             name: "webpilot_browser_restarts_total",
@@ -128,6 +129,7 @@ async fn metrics(State(app): State<App>) -> Response {
 
 async fn call_tool(
     State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -142,7 +144,7 @@ async fn call_tool(
             if let Err(error) = crate::tools::check_caller_session(session) {
                 return error_response(&error);
             }
-            Some(session)
+            Some(session.to_string())
         }
         // Not a silent fall-back to the shared default session.
         Some(Err(_)) => {
@@ -153,7 +155,8 @@ async fn call_tool(
             return error_response(&error);
         }
     };
-    match app.registry.call(&name, args, session).await {
+    let caller = Caller::new(tenant).in_session(session);
+    match app.registry.call(&name, args, &caller).await {
         Ok(output) => render(output, &headers),
         Err(error) => error_response(&error),
     }

@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::rest::{error_response, parse_body};
 use crate::app::App;
+use super::auth::CallerTenant;
 use crate::browser::SessionSummary;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
 
@@ -48,7 +49,11 @@ struct NewSession {
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
         (status = 429, description = "LIMIT: max_sessions are live", body = ErrorBody),
     ))]
-async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn create(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let options = parse_body(body).and_then(|args| {
         serde_path_to_error::deserialize::<_, NewSession>(args)
             .map_err(|e| ToolError::invalid(format!("bad session options: {e}")))
@@ -56,7 +61,7 @@ async fn create(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> 
     let created = options.and_then(|options| {
         let idle = options.idle_secs.map(checked_idle).transpose()?;
         let label = options.name.map(checked_label).transpose()?;
-        app.browser.create_private(label, idle)
+        app.browser.create_private(&tenant, label, idle)
     });
     match created {
         Ok(session) => Json(json!({ "session": session })).into_response(),
@@ -85,11 +90,11 @@ fn checked_label(label: String) -> Result<String, ToolError> {
     }
 }
 
-/// The live sessions: name, label, tabs, idle time.
+/// The caller's live sessions (its tenant's): name, label, tabs, idle time.
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions",
     responses((status = 200, description = "`{\"sessions\": [...]}`", body = Object)))]
-async fn list(State(app): State<App>) -> Response {
-    let sessions: Vec<SessionSummary> = app.browser.sessions();
+async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
+    let sessions: Vec<SessionSummary> = app.browser.sessions(&tenant);
     Json(json!({ "sessions": sessions })).into_response()
 }
 
@@ -100,8 +105,12 @@ async fn list(State(app): State<App>) -> Response {
         (status = 204, description = "Closed."),
         (status = 404, description = "NO_SUCH_SESSION", body = ErrorBody),
     ))]
-async fn close(State(app): State<App>, Path(id): Path<String>) -> Response {
-    if app.browser.close_session(&id).await {
+async fn close(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Response {
+    if app.browser.close_session(&tenant, &id).await {
         StatusCode::NO_CONTENT.into_response()
     } else {
         error_response(&ToolError::new(

@@ -4,6 +4,7 @@
 //! resolved by one rule, a tracing span with session and tab, and the reply built from the
 //! typed output plus `session`/`tab`/`url`/`title` (browser tools) and `elapsed_ms`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -14,10 +15,12 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
+use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
 use crate::browser::{Blocked, SessionGuard, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::metrics::Metrics;
+use crate::policy::UrlPolicy;
+use crate::tenant::Tenant;
 
 /// Name of the session used when neither the call nor its front names one.
 pub const DEFAULT_SESSION: &str = "default";
@@ -113,6 +116,8 @@ macro_rules! shared_fields {
 /// One tool call in progress: what the tool may ask of its surroundings.
 pub struct Call<'a> {
     pub ctx: &'a Ctx,
+    /// Whose call it is: its sessions, files, policy and limits.
+    tenant: Arc<Tenant>,
     /// The call's span, whatever span a tool may have entered meanwhile.
     span: tracing::Span,
     session_name: String,
@@ -125,6 +130,16 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// The tenant the call runs for.
+    pub fn tenant(&self) -> &Arc<Tenant> {
+        &self.tenant
+    }
+
+    /// What the call may reach: its tenant's policy.
+    pub fn policy(&self) -> &UrlPolicy {
+        self.tenant.policy()
+    }
+
     /// The time limit of the call (`timeout_ms`, or the tool's default).
     pub fn deadline(&self) -> Duration {
         self.deadline
@@ -134,7 +149,10 @@ impl<'a> Call<'a> {
     pub async fn session(&mut self) -> ToolResult<&mut SessionGuard> {
         let guard = match self.guard.take() {
             Some(guard) => guard,
-            None => self.ctx.browser.session(&self.session_name).await?,
+            None => {
+                let browser = &self.ctx.browser;
+                browser.session(&self.tenant, &self.session_name).await?
+            }
         };
         Ok(self.guard.insert(guard))
     }
@@ -264,7 +282,7 @@ pub(super) trait DynTool: Send + Sync {
         ctx: &Ctx,
         metrics: &Metrics,
         args: Value,
-        session: Option<&str>,
+        caller: &Caller,
     ) -> ToolResult<ToolOutput>;
 }
 
@@ -283,11 +301,17 @@ impl<T: Tool> DynTool for T {
         ctx: &Ctx,
         metrics: &Metrics,
         args: Value,
-        session: Option<&str>,
+        caller: &Caller,
     ) -> ToolResult<ToolOutput> {
-        let span = tracing::info_span!("tool", tool = T::NAME, session = Empty, tab = Empty);
+        let span = tracing::info_span!(
+            "tool",
+            tool = T::NAME,
+            tenant = caller.tenant.label(),
+            session = Empty,
+            tab = Empty
+        );
         let started = Instant::now();
-        let result = respond(self, ctx, args, session, started, span.clone())
+        let result = respond(self, ctx, args, caller, started, span.clone())
             .instrument(span.clone())
             .await;
         let elapsed = started.elapsed();
@@ -312,14 +336,14 @@ async fn respond<T: Tool>(
     tool: &T,
     ctx: &Ctx,
     args: Value,
-    session: Option<&str>,
+    caller: &Caller,
     started: Instant,
     span: tracing::Span,
 ) -> ToolResult<ToolOutput> {
     let args = parse_args::<T::Args>(T::NAME, args)?;
     let session_name = args
         .session()
-        .or(session.filter(|s| !s.is_empty()))
+        .or(caller.session.as_deref().filter(|s| !s.is_empty()))
         .unwrap_or(DEFAULT_SESSION)
         .to_string();
     if T::SCOPE == Scope::Browser {
@@ -333,6 +357,7 @@ async fn respond<T: Tool>(
     let default_ms = T::DEFAULT_TIMEOUT_MS.unwrap_or(ctx.config.navigation_timeout_ms);
     let mut call = Call {
         ctx,
+        tenant: caller.tenant.clone(),
         span,
         session_name,
         requested_tab: args.tab().map(str::to_string),

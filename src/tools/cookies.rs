@@ -178,7 +178,7 @@ impl Tool for Cookies {
             Ok(text) if !text.is_empty() => Some(profiles::parse_key(&text)?),
             _ => None,
         };
-        let store = ProfileStore::new(&call.ctx.config.data_dir, key);
+        let store = ProfileStore::new(&call.tenant().data_dir(&call.ctx.config.data_dir), key);
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }

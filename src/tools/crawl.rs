@@ -97,7 +97,10 @@ impl Tool for CrawlBatch {
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
         };
         let (total, parallel) = (args.urls.len(), options.parallel);
-        let task_id = call.ctx.crawler.submit(args.urls, options)?;
+        let task_id = call
+            .ctx
+            .crawler
+            .submit(call.tenant(), args.urls, options)?;
         Ok(CrawlStarted {
             task_id,
             status: TaskStatus::Pending,
@@ -128,7 +131,7 @@ impl Tool for CrawlStatus {
         let (report, next) = call
             .ctx
             .crawler
-            .status_page(args.task_id.trim(), from, budget)?;
+            .status_page(call.tenant(), args.task_id.trim(), from, budget)?;
         Ok(CrawlStatusOutput {
             report,
             truncated: next.is_some(),

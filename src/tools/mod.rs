@@ -14,7 +14,6 @@ mod crawl;
 mod interact;
 mod navigate;
 mod open_web_page;
-mod rate;
 mod read;
 mod schema;
 mod screenshot;
@@ -36,10 +35,34 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::files::FileRoots;
 use crate::metrics::Metrics;
 use crate::pages::Pages;
+use crate::tenant::{Tenant, Tenants};
 use crate::web::WebService;
 
 pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
-pub use rate::{Quota, RateLimiter};
+
+/// Who makes a call: the tenant its key opened, and the front's default session (REST header,
+/// chat request, MCP connection) for calls that name none.
+#[derive(Clone)]
+pub struct Caller {
+    pub tenant: Arc<Tenant>,
+    pub session: Option<String>,
+}
+
+impl Caller {
+    /// `tenant`, in the default session unless a call names one.
+    pub fn new(tenant: Arc<Tenant>) -> Self {
+        Self {
+            tenant,
+            session: None,
+        }
+    }
+
+    /// This caller with `session` as its default session.
+    pub fn in_session(mut self, session: Option<String>) -> Self {
+        self.session = session;
+        self
+    }
+}
 
 /// What a tool hands back to a front: the result object (typed output serialized, reply fields
 /// added), images for fronts that can show them, and a one-line outcome for humans.
@@ -66,6 +89,7 @@ pub struct Ctx {
     pub web: Arc<WebService>,
     pub pages: Arc<Pages>,
     pub crawler: Arc<Crawler>,
+    pub tenants: Arc<Tenants>,
 }
 
 /// What a tool works on, which decides what its calls resolve before it runs.
@@ -161,8 +185,6 @@ pub struct Registry {
     definitions: Value,
     ctx: Ctx,
     metrics: Metrics,
-    /// Calls per tool, as `[rate]` allows.
-    rates: RateLimiter,
 }
 
 /// Every tool, in the registry's order.
@@ -192,18 +214,15 @@ pub fn definitions(specs: &[ToolSpec]) -> Value {
 }
 
 impl Registry {
-    /// Fails on a `[rate]` entry that is not a rate.
-    pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
+    pub fn new(ctx: Ctx) -> Self {
         let specs = specs();
-        let rates = RateLimiter::new(&ctx.config.rate).map_err(anyhow::Error::msg)?;
-        Ok(Self {
+        Self {
             definitions: definitions(&specs),
             specs,
             tools: all_tools(),
             ctx,
             metrics: Metrics::default(),
-            rates,
-        })
+        }
     }
 
     pub fn ctx(&self) -> &Ctx {
@@ -242,14 +261,9 @@ impl Registry {
             .join("\n\n")
     }
 
-    /// Runs one tool. `session` is the front's default session (REST header, chat request, MCP
-    /// connection) for calls that name none. The result object always carries `elapsed_ms`.
-    pub async fn call(
-        &self,
-        name: &str,
-        args: Value,
-        session: Option<&str>,
-    ) -> ToolResult<ToolOutput> {
+    /// Runs one tool for `caller`, within its tenant's rates. The result object always carries
+    /// `elapsed_ms`.
+    pub async fn call(&self, name: &str, args: Value, caller: &Caller) -> ToolResult<ToolOutput> {
         let tool = self
             .tools
             .iter()
@@ -260,8 +274,8 @@ impl Registry {
                     format!("no tool named {name:?}; tools: {}", self.names().join(", ")),
                 )
             })?;
-        self.rates.take(name)?;
-        tool.call(&self.ctx, &self.metrics, args, session).await
+        caller.tenant.rates().take(name)?;
+        tool.call(&self.ctx, &self.metrics, args, caller).await
     }
 }
 

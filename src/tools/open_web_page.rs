@@ -56,7 +56,7 @@ impl Tool for OpenWebPage {
         };
         let pages = &call.ctx.pages;
         pages
-            .open(&args.url, &options, args.cursor.as_deref())
+            .open(call.tenant(), &args.url, &options, args.cursor.as_deref())
             .await
     }
 

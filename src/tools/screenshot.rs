@@ -85,7 +85,10 @@ impl Tool for Screenshot {
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         let shot = shot(&args)?;
         let save_path = match &args.save {
-            Some(name) => Some(screenshot_path(&call.ctx.config.data_dir, name, shot.kind)?),
+            Some(name) => {
+                let data_dir = call.tenant().data_dir(&call.ctx.config.data_dir);
+                Some(screenshot_path(&data_dir, name, shot.kind)?)
+            }
             None => None,
         };
         let picture = call.tab().await?.capture(&shot).await?;

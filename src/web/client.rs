@@ -98,10 +98,11 @@ impl WebClient {
         &self.policy
     }
 
-    /// Checks a URL another component (the browser) is about to load: scheme, and every
-    /// address its host resolves to now. Redirects there are beyond this check.
-    pub async fn check_target(&self, url: &Url) -> ToolResult<()> {
-        self.policy.check_url(url)?;
+    /// Checks a URL another component (the browser) is about to load under `policy` (the
+    /// caller's): scheme, host, and every address the host resolves to now. Redirects there
+    /// are beyond this check.
+    pub async fn check_target(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<()> {
+        policy.check_url(url)?;
         let Some(url::Host::Domain(host)) = url.host() else {
             return Ok(());
         };
@@ -114,19 +115,20 @@ impl WebClient {
             .with_hint("check the host name")
         })?;
         for address in addresses {
-            self.policy
-                .check_addr(url.as_str(), Some(host), address.ip())?;
+            policy.check_addr(url.as_str(), Some(host), address.ip())?;
         }
         Ok(())
     }
 
-    /// GETs `url`, following redirects under the policy, reading at most the configured cap.
-    pub async fn get(&self, url: &Url) -> ToolResult<Fetched> {
+    /// GETs `url`, following redirects, every hop under `policy` (the caller's, which can only
+    /// be narrower than the service's that judges addresses at connect time), reading at most
+    /// the configured cap.
+    pub async fn get(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<Fetched> {
         let deadline = Instant::now() + Duration::from_millis(self.config.total_timeout_ms);
         let mut current = url.clone();
         let mut hops: Vec<String> = Vec::new();
         loop {
-            self.policy.check_url(&current)?;
+            policy.check_url(&current)?;
             let request = self.guarded.get(current.clone()).send();
             let response = tokio::time::timeout_at(deadline, request)
                 .await

@@ -1,0 +1,316 @@
+//! Tenants: who a caller is, and what is theirs.
+//!
+//! Every call runs for one tenant. The *operator* tenant is the one-user case: everyone on an
+//! unauthenticated loopback service, or whoever holds `--token`; its files stay where they
+//! always were (`<data dir>/profiles/`, `<data dir>/downloads/`). Each entry of the keys file
+//! (`[[keys]]`, `--keys-file`) is a tenant of its own, with its files under
+//! `<data dir>/tenants/<name>/`, its sessions and crawl tasks out of the others' sight, its own
+//! call rates and limits, and domain rules that narrow the operator's.
+//!
+//! Keys are never stored: the file holds their SHA-256, and a presented key is hashed and
+//! compared with every entry in constant time.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::{Config, KeyEntry};
+use crate::policy::UrlPolicy;
+use crate::rate::RateLimiter;
+
+/// Longest tenant name; names become folder names.
+const MAX_TENANT_NAME: usize = 32;
+
+/// One tenant: its name, the URL policy its calls run under, its call rates and limits.
+#[derive(Debug)]
+pub struct Tenant {
+    /// Empty for the operator.
+    name: String,
+    policy: Arc<UrlPolicy>,
+    rates: RateLimiter,
+    max_sessions: Option<usize>,
+    crawl_max_urls: Option<usize>,
+    crawl_parallel: Option<usize>,
+}
+
+impl Tenant {
+    /// The operator: the global policy and `[rate]`, no limits of its own.
+    pub fn operator(config: &Config) -> anyhow::Result<Self> {
+        Ok(Self {
+            name: String::new(),
+            policy: Arc::new(UrlPolicy::from_config(&config.fetch).map_err(anyhow::Error::msg)?),
+            rates: RateLimiter::new(&config.rate).map_err(anyhow::Error::msg)?,
+            max_sessions: None,
+            crawl_max_urls: None,
+            crawl_parallel: None,
+        })
+    }
+
+    /// A keys-file tenant: the operator's rules narrowed by the entry's, the operator's rates
+    /// overridden by the entry's.
+    fn keyed(entry: &KeyEntry, config: &Config, operator: &Tenant) -> anyhow::Result<Self> {
+        let name = entry.tenant.as_str();
+        let policy = operator
+            .policy
+            .narrowed(name, &entry.allow_domains, &entry.deny_domains)
+            .map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
+        let mut rates: HashMap<String, String> = config.rate.clone();
+        rates.extend(entry.rate.clone());
+        let rates = RateLimiter::new(&rates)
+            .map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
+        Ok(Self {
+            name: name.to_string(),
+            policy: Arc::new(policy),
+            rates,
+            max_sessions: entry.max_sessions,
+            crawl_max_urls: entry.crawl_max_urls,
+            crawl_parallel: entry.crawl_parallel,
+        })
+    }
+
+    /// The name in the keys file; empty for the operator.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn is_operator(&self) -> bool {
+        self.name.is_empty()
+    }
+
+    /// What the tenant's calls may reach.
+    pub fn policy(&self) -> &Arc<UrlPolicy> {
+        &self.policy
+    }
+
+    /// Its call rates per tool.
+    pub fn rates(&self) -> &RateLimiter {
+        &self.rates
+    }
+
+    /// Most live sessions it may hold, besides the service's own maximum.
+    pub fn max_sessions(&self) -> Option<usize> {
+        self.max_sessions
+    }
+
+    /// Most URLs one of its crawl tasks may hold, besides the service's own maximum.
+    pub fn crawl_max_urls(&self) -> Option<usize> {
+        self.crawl_max_urls
+    }
+
+    /// Largest `parallel` its crawl tasks may ask for, besides the service's own maximum.
+    pub fn crawl_parallel(&self) -> Option<usize> {
+        self.crawl_parallel
+    }
+
+    /// Where its files live (profiles, downloads): the data dir itself for the operator,
+    /// `tenants/<name>/` in it for the others.
+    pub fn data_dir(&self, root: &Path) -> PathBuf {
+        if self.is_operator() {
+            root.to_path_buf()
+        } else {
+            root.join("tenants").join(&self.name)
+        }
+    }
+
+    /// For logs and messages.
+    pub fn label(&self) -> &str {
+        if self.is_operator() {
+            "operator"
+        } else {
+            &self.name
+        }
+    }
+}
+
+/// Every tenant, and which key opens which.
+pub struct Tenants {
+    operator: Arc<Tenant>,
+    /// `--token`'s SHA-256: it opens the operator's tenant.
+    token: Option<[u8; 32]>,
+    keyed: Vec<([u8; 32], Arc<Tenant>)>,
+}
+
+impl Tenants {
+    /// From `token` and `[[keys]]` (the keys file already read into the config).
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let operator = Arc::new(Tenant::operator(config)?);
+        let mut keyed: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
+        for entry in &config.keys {
+            check_tenant_name(&entry.tenant).map_err(anyhow::Error::msg)?;
+            let hash = parse_hash(&entry.sha256)
+                .map_err(|e| anyhow::anyhow!("keys: tenant {:?}: {e}", entry.tenant))?;
+            if keyed.iter().any(|(h, t)| *h == hash || t.name == entry.tenant) {
+                anyhow::bail!(
+                    "keys: tenant {:?} or its key is listed twice",
+                    entry.tenant
+                );
+            }
+            keyed.push((hash, Arc::new(Tenant::keyed(entry, config, &operator)?)));
+        }
+        Ok(Self {
+            operator,
+            token: config.token.as_deref().map(hash_key),
+            keyed,
+        })
+    }
+
+    /// Whether calls must present a key.
+    pub fn auth_required(&self) -> bool {
+        self.token.is_some() || !self.keyed.is_empty()
+    }
+
+    /// The tenant `key` opens. Every entry is compared, in constant time, whatever matches.
+    pub fn authenticate(&self, key: &str) -> Option<Arc<Tenant>> {
+        let presented = hash_key(key);
+        let mut found = None;
+        if let Some(token) = &self.token
+            && bool::from(token.ct_eq(&presented))
+        {
+            found = Some(self.operator.clone());
+        }
+        for (hash, tenant) in &self.keyed {
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(tenant.clone());
+            }
+        }
+        found
+    }
+
+    /// The tenant of unauthenticated calls (and of the CLI and MCP over stdio).
+    pub fn operator(&self) -> Arc<Tenant> {
+        self.operator.clone()
+    }
+
+    /// The operator and every keys-file tenant.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Tenant>> {
+        std::iter::once(&self.operator).chain(self.keyed.iter().map(|(_, tenant)| tenant))
+    }
+
+    /// The tenant of this name (empty: the operator), if it is still in the keys.
+    pub fn named(&self, name: &str) -> Option<Arc<Tenant>> {
+        if name.is_empty() {
+            return Some(self.operator.clone());
+        }
+        self.keyed
+            .iter()
+            .find(|(_, t)| t.name == name)
+            .map(|(_, t)| t.clone())
+    }
+}
+
+/// The lower-case hex SHA-256 of a key, as the keys file holds it.
+pub fn key_hash_hex(key: &str) -> String {
+    data_encoding::HEXLOWER.encode(&hash_key(key))
+}
+
+fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn parse_hash(text: &str) -> Result<[u8; 32], String> {
+    data_encoding::HEXLOWER_PERMISSIVE
+        .decode(text.trim().as_bytes())
+        .ok()
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or_else(|| "sha256 must be 64 hex digits (the SHA-256 of the key, not the key)".into())
+}
+
+/// A new key: `wpk_` and 160 random bits in base32.
+pub fn new_key() -> String {
+    let mut bits = [0u8; 20];
+    // The OS's randomness; without it there is no safe key to give.
+    getrandom::fill(&mut bits).expect("the operating system provides random bytes");
+    format!(
+        "wpk_{}",
+        data_encoding::BASE32_NOPAD
+            .encode(&bits)
+            .to_ascii_lowercase()
+    )
+}
+
+/// 1–32 lower-case letters, digits, `-` or `_`, starting with a letter or digit.
+pub fn check_tenant_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_TENANT_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(c))
+        && !name.starts_with(['-', '_']);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "keys: {name:?} is not a tenant name (1-{MAX_TENANT_NAME} lower-case letters, digits, - or _)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(tenant: &str, key: &str) -> KeyEntry {
+        KeyEntry {
+            tenant: tenant.into(),
+            sha256: key_hash_hex(key),
+            ..KeyEntry::default()
+        }
+    }
+
+    #[test]
+    fn a_key_opens_its_own_tenant_only() {
+        let config = Config {
+            token: Some("operator-token-0123456789".into()),
+            keys: vec![entry("alice", "key-of-alice"), entry("bob", "key-of-bob")],
+            ..Config::default()
+        };
+        let tenants = Tenants::from_config(&config).unwrap();
+        assert!(tenants.auth_required());
+        assert_eq!(tenants.authenticate("key-of-alice").unwrap().name(), "alice");
+        assert_eq!(tenants.authenticate("key-of-bob").unwrap().name(), "bob");
+        let operator = tenants.authenticate("operator-token-0123456789").unwrap();
+        assert!(operator.is_operator());
+        for wrong in ["", "key-of-alic", "key-of-alice ", &key_hash_hex("key-of-alice")] {
+            assert!(tenants.authenticate(wrong).is_none(), "{wrong:?}");
+        }
+        let root = Path::new("/data");
+        assert_eq!(
+            tenants.named("alice").unwrap().data_dir(root),
+            Path::new("/data/tenants/alice")
+        );
+        assert_eq!(operator.data_dir(root), root);
+        assert!(tenants.named("carol").is_none());
+    }
+
+    #[test]
+    fn bad_entries_are_refused_at_start() {
+        let with = |keys: Vec<KeyEntry>| {
+            Tenants::from_config(&Config {
+                keys,
+                ..Config::default()
+            })
+        };
+        let mut not_a_hash = entry("alice", "k");
+        not_a_hash.sha256 = "k".into();
+        assert!(with(vec![not_a_hash]).is_err());
+        assert!(with(vec![entry("Alice", "k")]).is_err());
+        assert!(with(vec![entry("../x", "k")]).is_err());
+        assert!(with(vec![entry("alice", "k"), entry("alice", "j")]).is_err());
+        assert!(with(vec![entry("alice", "k"), entry("bob", "k")]).is_err());
+        let mut bad_rate = entry("alice", "k");
+        bad_rate.rate.insert("web_search".into(), "often".into());
+        assert!(with(vec![bad_rate]).is_err());
+        assert!(!with(Vec::new()).unwrap().auth_required());
+    }
+
+    #[test]
+    fn new_keys_differ_and_hash_to_hex() {
+        let (a, b) = (new_key(), new_key());
+        assert_ne!(a, b);
+        assert!(a.starts_with("wpk_") && a.len() > 30);
+        assert_eq!(key_hash_hex(&a).len(), 64);
+    }
+}
