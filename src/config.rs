@@ -512,7 +512,9 @@ impl Config {
             None => Self::default(),
         };
         config.apply(args);
-        config.keys.extend(KeysFile::read(&config.keys_path())?.keys);
+        config
+            .keys
+            .extend(KeysFile::read(&config.keys_path())?.keys);
         config.validate()?;
         Ok(config)
     }

@@ -140,7 +140,12 @@ impl UrlPolicy {
     }
 
     /// This policy for one tenant: its domain rules apply on top of the operator's.
-    pub fn narrowed(&self, tenant: &str, allow: &[String], deny: &[String]) -> Result<Self, String> {
+    pub fn narrowed(
+        &self,
+        tenant: &str,
+        allow: &[String],
+        deny: &[String],
+    ) -> Result<Self, String> {
         let mut narrowed = self.clone();
         let owner = format!("the keys of tenant {tenant:?}: ");
         narrowed
@@ -409,12 +414,20 @@ mod tests {
             .with_domains(&own(&["*.example.com"]), &own(&["bad.example.com"]))
             .unwrap();
         let alice = global
-            .narrowed("alice", &own(&["*.example.com", "other.org"]), &own(&["*.bank.example.com"]))
+            .narrowed(
+                "alice",
+                &own(&["*.example.com", "other.org"]),
+                &own(&["*.bank.example.com"]),
+            )
             .unwrap();
         assert!(alice.check_host("www.example.com").is_ok());
         // The tenant's allow-list cannot open what the operator's leaves out, nor what it denies.
         let wider = alice.check_host("other.org").unwrap_err();
-        assert!(wider.message.contains("fetch.allow_domains"), "{}", wider.message);
+        assert!(
+            wider.message.contains("fetch.allow_domains"),
+            "{}",
+            wider.message
+        );
         assert!(alice.check_host("bad.example.com").is_err());
         let narrower = alice.check_host("a.bank.example.com").unwrap_err();
         assert!(

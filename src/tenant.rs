@@ -59,8 +59,8 @@ impl Tenant {
             .map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
         let mut rates: HashMap<String, String> = config.rate.clone();
         rates.extend(entry.rate.clone());
-        let rates = RateLimiter::new(&rates)
-            .map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
+        let rates =
+            RateLimiter::new(&rates).map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
         Ok(Self {
             name: name.to_string(),
             policy: Arc::new(policy),
@@ -142,11 +142,11 @@ impl Tenants {
             check_tenant_name(&entry.tenant).map_err(anyhow::Error::msg)?;
             let hash = parse_hash(&entry.sha256)
                 .map_err(|e| anyhow::anyhow!("keys: tenant {:?}: {e}", entry.tenant))?;
-            if keyed.iter().any(|(h, t)| *h == hash || t.name == entry.tenant) {
-                anyhow::bail!(
-                    "keys: tenant {:?} or its key is listed twice",
-                    entry.tenant
-                );
+            if keyed
+                .iter()
+                .any(|(h, t)| *h == hash || t.name == entry.tenant)
+            {
+                anyhow::bail!("keys: tenant {:?} or its key is listed twice", entry.tenant);
             }
             keyed.push((hash, Arc::new(Tenant::keyed(entry, config, &operator)?)));
         }
@@ -269,11 +269,19 @@ mod tests {
         };
         let tenants = Tenants::from_config(&config).unwrap();
         assert!(tenants.auth_required());
-        assert_eq!(tenants.authenticate("key-of-alice").unwrap().name(), "alice");
+        assert_eq!(
+            tenants.authenticate("key-of-alice").unwrap().name(),
+            "alice"
+        );
         assert_eq!(tenants.authenticate("key-of-bob").unwrap().name(), "bob");
         let operator = tenants.authenticate("operator-token-0123456789").unwrap();
         assert!(operator.is_operator());
-        for wrong in ["", "key-of-alic", "key-of-alice ", &key_hash_hex("key-of-alice")] {
+        for wrong in [
+            "",
+            "key-of-alic",
+            "key-of-alice ",
+            &key_hash_hex("key-of-alice"),
+        ] {
             assert!(tenants.authenticate(wrong).is_none(), "{wrong:?}");
         }
         let root = Path::new("/data");

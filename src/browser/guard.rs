@@ -116,7 +116,12 @@ impl DocumentGuard {
         let Some(Host::Domain(name)) = url.host() else {
             return Ok(());
         };
-        match self.egress.resolver().checked_under(&self.policy, name).await {
+        match self
+            .egress
+            .resolver()
+            .checked_under(&self.policy, name)
+            .await
+        {
             Err(Unreachable::Refused(error)) => Err(error),
             Ok(_) | Err(Unreachable::Unresolved) => Ok(()),
         }

@@ -418,12 +418,15 @@ async fn context_params(
     let Some(egress) = &browser.egress else {
         return Ok((CreateBrowserContextParams::default(), None));
     };
-    let lane = egress.open_lane_under(tenant.policy().clone()).await.map_err(|e| {
-        ToolError::new(
-            ErrorCode::BrowserUnavailable,
-            format!("cannot open a lane of the egress proxy: {e}"),
-        )
-    })?;
+    let lane = egress
+        .open_lane_under(tenant.policy().clone())
+        .await
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::BrowserUnavailable,
+                format!("cannot open a lane of the egress proxy: {e}"),
+            )
+        })?;
     let params = CreateBrowserContextParams::builder()
         .proxy_server(lane.proxy_server())
         .proxy_bypass_list(NO_BYPASS)

@@ -289,7 +289,12 @@ impl Crawler {
             let (crawler, tenant) = (self.clone(), tenant.clone());
             let (id, options) = (id.to_string(), task.options.page.clone());
             running.spawn(async move {
-                let item = Item { id: &id, index, url, total: task.total };
+                let item = Item {
+                    id: &id,
+                    index,
+                    url,
+                    total: task.total,
+                };
                 tokio::select! {
                     () = crawler.fetch(&tenant, item, options) => {}
                     // Left pending: the next start reads it again.

@@ -155,13 +155,14 @@ impl Egress {
         policy: &UrlPolicy,
         destination: &Destination,
     ) -> Result<TcpStream, Failure> {
-        let ips =
-            self.resolver.checked_under(policy, &destination.host).await.map_err(
-                |unreachable| match unreachable {
-                    Unreachable::Refused(error) => Failure::Refused(error),
-                    Unreachable::Unresolved => Failure::Unresolved,
-                },
-            )?;
+        let ips = self
+            .resolver
+            .checked_under(policy, &destination.host)
+            .await
+            .map_err(|unreachable| match unreachable {
+                Unreachable::Refused(error) => Failure::Refused(error),
+                Unreachable::Unresolved => Failure::Unresolved,
+            })?;
         let mut last = Failure::Unresolved;
         for ip in ips {
             let address = SocketAddr::new(ip, destination.port);

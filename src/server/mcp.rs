@@ -56,10 +56,15 @@ impl McpFront {
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, CallToolResult> {
         let tenant = match context.extensions.get::<Parts>() {
             None => self.app.tenants.operator(),
-            Some(parts) => parts.extensions.get::<Arc<Tenant>>().cloned().ok_or_else(|| {
-                let error = ToolError::new(ErrorCode::Unauthorized, "the request has no tenant");
-                CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
-            })?,
+            Some(parts) => parts
+                .extensions
+                .get::<Arc<Tenant>>()
+                .cloned()
+                .ok_or_else(|| {
+                    let error =
+                        ToolError::new(ErrorCode::Unauthorized, "the request has no tenant");
+                    CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
+                })?,
         };
         Ok(Caller::new(tenant).in_session(Some(self.session.to_string())))
     }

@@ -14,11 +14,11 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use super::auth::CallerTenant;
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Gauge;
 use crate::tools::{Caller, ToolOutput};
-use super::auth::CallerTenant;
 
 /// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
 /// per 3), plus the other arguments.

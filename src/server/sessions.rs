@@ -15,9 +15,9 @@ use axum::routing::{delete, get};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::auth::CallerTenant;
 use super::rest::{error_response, parse_body};
 use crate::app::App;
-use super::auth::CallerTenant;
 use crate::browser::SessionSummary;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
 

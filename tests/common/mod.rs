@@ -535,6 +535,11 @@ impl Trap {
         format!("http://{}{path}", self.host_port())
     }
 
+    /// Whether something connected (taking that connection).
+    pub fn touched(&self) -> bool {
+        self.listener.accept().is_ok()
+    }
+
     /// Asserts that nothing has connected so far (`step` says when).
     pub fn untouched(&self, step: &str) {
         let reached = self.listener.accept().map(|(_, peer)| peer);

@@ -1,0 +1,457 @@
+//! Tenants: each key of the keys file opens a tenant whose sessions, profiles, crawl tasks and
+//! downloads the other tenants cannot see (404, never 403), with its own quotas, call rates and
+//! domain rules that narrow the operator's. `webpilot keys add` writes a key's hash, never the
+//! key.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{Harness, Trap};
+use reqwest::Method;
+use serde_json::{Value, json};
+use webpilot::config::KeyEntry;
+use webpilot::tenant::key_hash_hex;
+
+const ALICE: &str = "alice-key-5d1f0c9a7e3b2468";
+const BOB: &str = "bob-key-8c2e4a6f1b3d5790";
+/// A tenant with a session quota of one and a call rate, used by one test only.
+const CAROL: &str = "carol-key-3f7a9c1e5b2d4680";
+
+fn key(tenant: &str, key: &str) -> KeyEntry {
+    KeyEntry {
+        tenant: tenant.into(),
+        sha256: key_hash_hex(key),
+        ..KeyEntry::default()
+    }
+}
+
+fn service() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(|| {
+        let mut config = common::loopback_config();
+        // `*.localhost` names resolve to both loopback addresses.
+        config.fetch.allow.push("::1".into());
+        config.fetch.deny_domains = vec!["*.operator-denied.localhost".into()];
+        let alice = KeyEntry {
+            deny_domains: vec!["*.denied.localhost".into(), "localhost".into()],
+            ..key("alice", ALICE)
+        };
+        let carol = KeyEntry {
+            max_sessions: Some(1),
+            rate: HashMap::from([("crawl_status".to_string(), "2/min".to_string())]),
+            ..key("carol", CAROL)
+        };
+        config.keys = vec![alice, key("bob", BOB), carol];
+        common::start(config)
+    })
+}
+
+/// `method path` with `key` as the bearer key: status and JSON body (null when empty).
+async fn request(
+    key: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = common::client().request(method, format!("{}{path}", service().api));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request to webpilot");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn call_as(key: &str, tool: &str, args: Value) -> (u16, Value) {
+    request(
+        Some(key),
+        Method::POST,
+        &format!("/api/tools/{tool}"),
+        Some(args),
+    )
+    .await
+}
+
+async fn ok_as(key: &str, tool: &str, args: Value) -> Value {
+    let (status, body) = call_as(key, tool, args.clone()).await;
+    assert_eq!(status, 200, "{tool} {args}: {body:#}");
+    body
+}
+
+fn page(path: &str) -> String {
+    service().page(path)
+}
+
+/// The fixture server under another host name (`*.localhost` is loopback to the egress proxy).
+fn named(host: &str, path: &str) -> String {
+    let port = service().fixtures.rsplit(':').next().unwrap().to_string();
+    format!("http://{host}:{port}/{path}")
+}
+
+#[tokio::test]
+async fn only_a_known_key_gets_in() {
+    let (status, body) = request(None, Method::GET, "/api/sessions", None).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("UNAUTHORIZED"))
+    );
+    let (status, _) = request(Some("alice-key-wrong"), Method::GET, "/api/sessions", None).await;
+    assert_eq!(status, 401);
+    // The hash the file holds is not a key.
+    let (status, _) = request(Some(&key_hash_hex(ALICE)), Method::GET, "/api/tools", None).await;
+    assert_eq!(status, 401);
+    let (status, _) = request(Some(ALICE), Method::GET, "/api/tools", None).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn sessions_of_one_name_are_each_tenants_own() {
+    // Both use the same session name, and both the default session.
+    for session in [Some("work"), None] {
+        let with = |path: &str| {
+            let mut args = json!({ "target": page(path) });
+            if let Some(session) = session {
+                args["session"] = json!(session);
+            }
+            args
+        };
+        ok_as(
+            ALICE,
+            "browser_navigate",
+            with("cookies.html?set=owner=alice"),
+        )
+        .await;
+        ok_as(BOB, "browser_navigate", with("history-a.html")).await;
+        ok_as(BOB, "browser_navigate", with("cookies.html")).await;
+        let mut read = json!({ "mode": "text" });
+        if let Some(session) = session {
+            read["session"] = json!(session);
+        }
+        let bobs = ok_as(BOB, "browser_read", read.clone()).await;
+        assert!(
+            bobs["content"].as_str().unwrap().contains("cookies: []"),
+            "bob sees alice's cookie: {bobs:#}"
+        );
+        let alices = ok_as(ALICE, "browser_read", read).await;
+        assert!(
+            alices["content"].as_str().unwrap().contains("owner=alice"),
+            "{alices:#}"
+        );
+    }
+
+    // A private session: listed for its tenant only, and only its tenant can close it.
+    let (status, created) = request(Some(ALICE), Method::POST, "/api/sessions", None).await;
+    assert_eq!(status, 200, "{created:#}");
+    let private = created["session"].as_str().unwrap().to_string();
+    ok_as(
+        ALICE,
+        "browser_navigate",
+        json!({ "session": private, "target": page("history-a.html") }),
+    )
+    .await;
+    let listed = |key: &'static str| async move {
+        let (_, body) = request(Some(key), Method::GET, "/api/sessions", None).await;
+        body["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(listed(ALICE).await.contains(&private));
+    assert!(!listed(BOB).await.contains(&private));
+    // Bob naming it gets a session of his own by that name, without alice's tab.
+    let tabs = ok_as(BOB, "browser_tabs", json!({ "session": private })).await;
+    assert!(
+        !tabs["tabs"].to_string().contains("history-a"),
+        "bob reached alice's private session: {tabs:#}"
+    );
+    let path = format!("/api/sessions/{private}");
+    let (status, body) = request(Some(CAROL), Method::DELETE, &path, None).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("NO_SUCH_SESSION"))
+    );
+    assert!(listed(ALICE).await.contains(&private));
+    let (status, _) = request(Some(ALICE), Method::DELETE, &path, None).await;
+    assert_eq!(status, 204);
+    assert!(!listed(ALICE).await.contains(&private));
+}
+
+#[tokio::test]
+async fn profiles_and_downloads_stay_in_their_tenants_folder() {
+    let session = json!("files");
+    ok_as(
+        ALICE,
+        "browser_navigate",
+        json!({ "session": session, "target": page("cookies.html?set=login=alice") }),
+    )
+    .await;
+    let saved = ok_as(
+        ALICE,
+        "browser_cookies",
+        json!({ "session": session, "action": "export", "name": "shop" }),
+    )
+    .await;
+    let data_dir = &service().app.config.data_dir;
+    let alices = data_dir.join("tenants").join("alice");
+    assert!(
+        saved["saved"]
+            .as_str()
+            .unwrap()
+            .starts_with(alices.to_str().unwrap()),
+        "{saved:#}"
+    );
+    for other in [BOB, CAROL] {
+        let (status, body) = call_as(
+            other,
+            "browser_cookies",
+            json!({ "session": session, "action": "load", "name": "shop" }),
+        )
+        .await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &json!("NO_SUCH_PROFILE"))
+        );
+    }
+
+    // A download lands in the tenant's folder, nowhere another tenant's session writes.
+    ok_as(
+        ALICE,
+        "browser_navigate",
+        json!({ "session": session, "target": page("links.html") }),
+    )
+    .await;
+    let elements = ok_as(
+        ALICE,
+        "browser_read",
+        json!({ "session": session, "mode": "elements" }),
+    )
+    .await;
+    let link = common::ref_of(&common::content_lines(&elements), "Download report");
+    ok_as(
+        ALICE,
+        "browser_interact",
+        json!({ "session": session, "action": "click", "ref": link }),
+    )
+    .await;
+    let file = alices.join("downloads").join("files").join("report.csv");
+    common::eventually("the download to land", Duration::from_secs(20), || {
+        let file = file.clone();
+        async move { file.exists() }
+    })
+    .await;
+    assert!(!data_dir.join("downloads").join("files").exists());
+}
+
+#[tokio::test]
+async fn crawl_tasks_are_invisible_to_other_tenants() {
+    let api = &service().api;
+    let args = json!({ "urls": [page("article.html")], "mode": "http" });
+    let created = ok_as(ALICE, "crawl_batch", args).await;
+    let id = created["task_id"].as_str().unwrap().to_string();
+    common::eventually("alice's crawl to finish", Duration::from_secs(30), || {
+        let id = id.clone();
+        async move {
+            let status = ok_as(ALICE, "crawl_status", json!({ "task_id": id })).await;
+            status["status"] == "completed"
+        }
+    })
+    .await;
+    let (status, body) = call_as(BOB, "crawl_status", json!({ "task_id": id })).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("NO_SUCH_TASK"))
+    );
+    for path in [
+        format!("/api/crawler/tasks/{id}"),
+        format!("/api/crawler/tasks/{id}/events"),
+    ] {
+        let (status, _) = request(Some(BOB), Method::GET, &path, None).await;
+        assert_eq!(status, 404, "{path}");
+        let (status, _) = request(Some(ALICE), Method::GET, &path, None).await;
+        assert_eq!(status, 200, "{path}");
+    }
+    let list = |key: &'static str| async move {
+        request(Some(key), Method::GET, "/api/crawler/tasks", None)
+            .await
+            .1
+            .to_string()
+    };
+    assert!(list(ALICE).await.contains(&id));
+    assert!(!list(BOB).await.contains(&id), "{api}");
+}
+
+#[tokio::test]
+async fn a_tenants_quota_and_rate_are_its_own() {
+    ok_as(CAROL, "browser_tabs", json!({ "session": "one" })).await;
+    let (status, body) = call_as(CAROL, "browser_tabs", json!({ "session": "two" })).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (429, &json!("LIMIT")),
+        "{body:#}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("of yours")
+    );
+
+    // Carol's rate: 2 crawl_status calls a minute; bob's calls are not counted against it.
+    let unknown = json!({ "task_id": "crawl-none" });
+    for _ in 0..2 {
+        let (status, _) = call_as(CAROL, "crawl_status", unknown.clone()).await;
+        assert_eq!(status, 404);
+    }
+    let response = common::client()
+        .post(format!("{}/api/tools/crawl_status", service().api))
+        .bearer_auth(CAROL)
+        .json(&unknown)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let wait: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    for _ in 0..3 {
+        let (status, _) = call_as(BOB, "crawl_status", unknown.clone()).await;
+        assert_eq!(status, 404);
+    }
+}
+
+#[tokio::test]
+async fn a_tenants_domain_rules_narrow_the_operators() {
+    // Browserless fetches resolve names with the system's resolver: `localhost` it knows.
+    let local = named("localhost", "article.html");
+    let (status, body) = call_as(ALICE, "open_web_page", json!({ "url": local })).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("BLOCKED_URL"))
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("tenant \"alice\"") && message.contains("\"localhost\""),
+        "{message}"
+    );
+    ok_as(BOB, "open_web_page", json!({ "url": local })).await;
+    let denied = named("shop.denied.localhost", "article.html");
+    // The operator's rules hold for every tenant.
+    let operators = named("x.operator-denied.localhost", "article.html");
+    for key in [ALICE, BOB] {
+        let (_, body) = call_as(key, "open_web_page", json!({ "url": operators })).await;
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("fetch.deny_domains"),
+            "{body:#}"
+        );
+    }
+    let (_, body) = call_as(
+        ALICE,
+        "browser_navigate",
+        json!({ "session": "rules", "target": denied }),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], "BLOCKED_URL", "{body:#}");
+
+    // A frame on a host alice's rules deny never reaches its server; bob's does.
+    let trap = Trap::on("127.0.0.1:0");
+    let port = trap.host_port().rsplit(':').next().unwrap().to_string();
+    let frame = format!("http://ads.denied.localhost:{port}/");
+    let framed = format!("framed.html?frame={frame}");
+    let opened = ok_as(
+        ALICE,
+        "browser_navigate",
+        json!({ "session": "rules", "target": page(&framed) }),
+    )
+    .await;
+    let read = ok_as(
+        ALICE,
+        "browser_read",
+        json!({ "session": "rules", "mode": "text" }),
+    )
+    .await;
+    let reported: Vec<&Value> = [&opened, &read]
+        .iter()
+        .flat_map(|r| r["blocked"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        reported.iter().any(|b| b["target"]
+            .as_str()
+            .unwrap()
+            .starts_with("ads.denied.localhost:")),
+        "{reported:#?}"
+    );
+    trap.untouched("alice's frame");
+    let bobs = ok_as(
+        BOB,
+        "browser_navigate",
+        json!({ "session": "rules", "target": page(&framed) }),
+    )
+    .await;
+    assert!(bobs["blocked"].is_null(), "{bobs:#}");
+    common::eventually(
+        "bob's frame to connect",
+        Duration::from_secs(20),
+        || async { trap.touched() },
+    )
+    .await;
+}
+
+/// `webpilot keys add` prints a key once and writes its hash; a service started on that data
+/// dir lets the key in.
+#[tokio::test]
+async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let add = |name: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+            .arg("--data-dir")
+            .arg(data_dir.path())
+            .args(["keys", "add", name])
+            .output()
+            .unwrap()
+    };
+    let added = add("dave");
+    assert!(added.status.success(), "{added:?}");
+    let key = String::from_utf8(added.stdout).unwrap().trim().to_string();
+    let file = data_dir.path().join("keys.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(&key_hash_hex(&key)), "{text}");
+    assert!(!text.contains(&key), "the key itself was written: {text}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = add("dave");
+    assert!(!again.status.success());
+    assert!(add("Not A Name").status.code() != Some(0));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, api) = common::spawn_service(data_dir.path(), tmp.path());
+    let sessions = |key: Option<String>| {
+        let api = api.clone();
+        async move {
+            let mut request = common::client().get(format!("{api}/api/sessions"));
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            request.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(sessions(Some(key.clone())).await, 200);
+    assert_eq!(sessions(None).await, 401);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
