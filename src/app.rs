@@ -2,6 +2,10 @@
 //! HTTP server and the in-process CLI.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::agent::Agent;
 use crate::browser::BrowserService;
@@ -23,7 +27,15 @@ pub struct App {
     pub crawler: Arc<Crawler>,
     /// Who may call, and what is whose.
     pub tenants: Arc<Tenants>,
+    /// Cancelled once, when the service shuts down (a signal, or the end of a CLI command).
+    pub stop: CancellationToken,
+    /// The service's background work (crawl tasks, chats streaming, the session reaper), which
+    /// shutdown lets end before Chromium goes.
+    pub tasks: TaskTracker,
 }
+
+/// How long shutdown waits for background work to notice it and end.
+const TASKS_GRACE: Duration = Duration::from_secs(5);
 
 /// The SQLite file of crawl tasks, in the data dir.
 const DATABASE_FILE: &str = "webpilot.db";
@@ -52,13 +64,16 @@ impl App {
         // The service's policy; sessions and fetches run under their tenant's, which narrows it.
         let policy = tenants.operator().policy().as_ref().clone();
         let browser = BrowserService::new(config.clone(), policy);
-        browser.spawn_reaper();
+        let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
+        browser.spawn_reaper(stop.clone(), &tasks);
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
             config.crawl.clone(),
             pages.clone(),
             tenants.clone(),
+            stop.clone(),
+            tasks.clone(),
         )?;
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let registry = Arc::new(Registry::new(Ctx {
@@ -78,13 +93,26 @@ impl App {
             agent,
             crawler,
             tenants,
+            stop,
+            tasks,
         })
     }
 
-    /// Closes every session and the browser; leaves no Chromium process or temp dir behind.
+    /// Stops background work, then closes every session and the browser; leaves no Chromium
+    /// process or temp dir behind. Crawl items in flight stay pending rather than fail with the
+    /// browser: their tasks stop before it closes.
     pub async fn shutdown(&self) {
-        // Crawl items in flight stay pending rather than fail with the browser.
-        self.crawler.stop();
+        self.stop.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(TASKS_GRACE, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                left = self.tasks.len(),
+                "background tasks still running; closing the browser under them"
+            );
+        }
         self.browser.shutdown().await;
     }
 }

@@ -159,6 +159,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         Command::Mcp => {
             use rmcp::ServiceExt;
             let app = App::new(config)?;
+            webpilot::server::cancel_on_signal(app.stop.clone());
             let front = webpilot::server::mcp::McpFront::new(app.clone());
             let served = front.serve(rmcp::transport::stdio()).await;
             // Ends when the client closes stdin, or on SIGTERM/SIGINT (how MCP clients escalate),
@@ -166,7 +167,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             let result = match served {
                 Ok(service) => tokio::select! {
                     ended = service.waiting() => ended.map(drop).map_err(anyhow::Error::from),
-                    () = webpilot::server::shutdown_signal() => Ok(()),
+                    () = app.stop.cancelled() => Ok(()),
                 },
                 Err(error) => Err(anyhow::anyhow!("MCP start-up failed: {error}")),
             };
@@ -189,6 +190,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
                 parallel,
             };
             let app = App::new(config)?;
+            webpilot::server::cancel_on_signal(app.stop.clone());
             let code = crawl(&app, urls, options, output).await;
             app.shutdown().await;
             code
@@ -203,6 +205,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
     let eager = config.eager_browser;
     let app = App::new(config)?;
+    webpilot::server::cancel_on_signal(app.stop.clone());
     if eager {
         app.browser
             .pool
@@ -211,7 +214,8 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     }
     tracing::info!("webpilot listening on http://{}", listener.local_addr()?);
-    webpilot::server::serve(app, listener, webpilot::server::shutdown_signal()).await?;
+    let stopped = app.stop.clone().cancelled_owned();
+    webpilot::server::serve(app, listener, stopped).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -231,10 +235,11 @@ async fn call(
         }
     };
     let app = App::new(config)?;
+    webpilot::server::cancel_on_signal(app.stop.clone());
     let operator = Caller::new(app.tenants.operator());
     let result = tokio::select! {
         result = app.registry.call(tool, args, &operator) => Some(result),
-        _ = webpilot::server::shutdown_signal() => None,
+        () = app.stop.cancelled() => None,
     };
     app.shutdown().await;
     let Some(result) = result else {
@@ -284,7 +289,7 @@ async fn crawl(
                 bar.set_message(url);
             },
             _ = tick => {}
-            _ = webpilot::server::shutdown_signal() => return Ok(ExitCode::from(130)),
+            () = app.stop.cancelled() => return Ok(ExitCode::from(130)),
         }
         let summary = app.crawler.summary(&operator, &id).map_err(failed)?;
         bar.set_position(summary.progress as u64);

@@ -186,7 +186,8 @@ async fn mcp_stdio_on_sigterm_closes_chromium() {
 
 /// SIGTERM while a navigation waits for a site that never answers: past the grace period the
 /// browser closes under the call, which still answers (`BROWSER_UNAVAILABLE`, not a cut
-/// connection), and the service exits 0 leaving no Chromium and no temp dir.
+/// connection), and the service exits 0 leaving no Chromium and no temp dir. Chromium was
+/// launched once: the closed pool does not launch another for the call.
 #[tokio::test]
 async fn sigterm_answers_the_call_in_flight_then_exits() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -194,7 +195,7 @@ async fn sigterm_answers_the_call_in_flight_then_exits() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let env = [("WEBPILOT_SHUTDOWN_GRACE_SECS", "1")];
-    let (mut child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    let (mut child, api, log) = common::spawn_service_logged(data.path(), tmp.path(), &env);
     let chromium = browser_started(&api).await;
     let stuck = {
         let api = api.clone();
@@ -226,4 +227,7 @@ async fn sigterm_answers_the_call_in_flight_then_exits() {
         0,
         "temp dirs left"
     );
+    let lines = log.lines();
+    let launches = lines.iter().filter(|l| l.contains("browser ready")).count();
+    assert_eq!(launches, 1, "{lines:#?}");
 }

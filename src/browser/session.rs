@@ -18,6 +18,8 @@ use chromiumoxide::cdp::browser_protocol::target::{
 };
 use serde::Serialize;
 use tokio::sync::OwnedMutexGuard;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::guard::DocumentGuard;
 use super::pool::{BrowserHandle, BrowserPool};
@@ -343,21 +345,24 @@ impl BrowserService {
     }
 
     /// Closes sessions idle past the configured timeout, every few seconds, until the service
-    /// is dropped.
-    pub fn spawn_reaper(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+    /// stops or is dropped.
+    pub fn spawn_reaper(self: &Arc<Self>, stop: CancellationToken, tasks: &TaskTracker) {
         let service = Arc::downgrade(self);
         let idle = Duration::from_secs(self.config.session_idle_secs);
         let every = (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = stop.cancelled() => return,
+                }
                 let Some(service) = service.upgrade() else {
                     return;
                 };
                 service.reap_idle(idle).await;
             }
-        })
+        });
     }
 
     async fn reap_idle(&self, idle: Duration) {

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::CrawlConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -161,8 +163,10 @@ pub struct Crawler {
     /// Serialises "record an outcome, count, announce" so progress numbers go out in order.
     finishing: Mutex<()>,
     next_id: AtomicU64,
-    /// Set when the service shuts down: no item starts, none in flight is recorded.
-    stopping: tokio::sync::watch::Sender<bool>,
+    /// The service's shutdown: once cancelled, no item starts and none in flight is recorded.
+    stop: CancellationToken,
+    /// The service's background tasks, which shutdown waits for.
+    tasks: TaskTracker,
 }
 
 impl Crawler {
@@ -172,6 +176,8 @@ impl Crawler {
         config: CrawlConfig,
         pages: Arc<Pages>,
         tenants: Arc<Tenants>,
+        stop: CancellationToken,
+        tasks: TaskTracker,
     ) -> anyhow::Result<Arc<Self>> {
         let crawler = Arc::new(Self {
             store: Store::open(path)?,
@@ -183,7 +189,8 @@ impl Crawler {
             channels: Mutex::new(HashMap::new()),
             finishing: Mutex::new(()),
             next_id: AtomicU64::new(0),
-            stopping: tokio::sync::watch::Sender::new(false),
+            stop,
+            tasks,
         });
         for id in crawler.store.unfinished()? {
             tracing::info!(task = %id, "resuming crawl task");
@@ -248,21 +255,15 @@ impl Crawler {
         Ok(id)
     }
 
-    /// Stops every task where it is: items in flight stay pending (not failed), so the next
-    /// start reads them again. For shutdown.
-    pub fn stop(&self) {
-        self.stopping.send_replace(true);
-    }
-
-    /// Resolves once `stop` was called.
+    /// Resolves once the service shuts down: every task stops where it is, items in flight
+    /// stay pending (not failed), so the next start reads them again.
     async fn stopped(&self) {
-        let mut stopping = self.stopping.subscribe();
-        let _ = stopping.wait_for(|stopping| *stopping).await;
+        self.stop.cancelled().await;
     }
 
     fn spawn(self: &Arc<Self>, id: String) {
         let crawler = self.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(error) = crawler.run(&id).await {
                 tracing::error!(task = %id, %error, "crawl task stopped");
             }
@@ -304,7 +305,7 @@ impl Crawler {
             });
         }
         while running.join_next().await.is_some() {}
-        if *self.stopping.borrow() {
+        if self.stop.is_cancelled() {
             // Still running in the database: the next start resumes it.
             return Ok(());
         }

@@ -57,7 +57,8 @@ async fn chat(
     let (events, mut received) = mpsc::unbounded_channel();
     if request.stream.unwrap_or(true) {
         let agent = app.agent.clone();
-        tokio::spawn(async move { agent.run(request, tenant, events).await });
+        app.tasks
+            .spawn(async move { agent.run(request, tenant, events).await });
         let stream = futures::stream::unfold(received, |mut received| async move {
             let event = received.recv().await?;
             let sse = Event::default()

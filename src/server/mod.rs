@@ -18,6 +18,7 @@ use std::time::Duration;
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::app::App;
@@ -101,11 +102,13 @@ pub async fn serve(
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM; from then on, a second one exits at once.
-pub async fn shutdown_signal() {
-    signal().await;
-    tracing::info!("shutting down (a second signal exits at once)");
-    tokio::spawn(async {
+/// The process's one signal handler: the first SIGINT or SIGTERM cancels `stop` (the service
+/// shuts down gracefully), a second one exits at once.
+pub fn cancel_on_signal(stop: CancellationToken) {
+    tokio::spawn(async move {
+        signal().await;
+        tracing::info!("shutting down (a second signal exits at once)");
+        stop.cancel();
         signal().await;
         tracing::warn!("second signal: exiting without waiting");
         // Chromium goes with this process (PR_SET_PDEATHSIG).

@@ -583,6 +583,26 @@ pub fn spawn_service_with(
     tmp_dir: &std::path::Path,
     env: &[(&str, &str)],
 ) -> (std::process::Child, String) {
+    let (child, api, _log) = spawn_service_logged(data_dir, tmp_dir, env);
+    (child, api)
+}
+
+/// The log lines of a spawned service, read until it exits.
+pub struct ServiceLog(std::thread::JoinHandle<Vec<String>>);
+
+impl ServiceLog {
+    /// Every line the service logged; waits for it to close its log (to exit).
+    pub fn lines(self) -> Vec<String> {
+        self.0.join().expect("the log reader")
+    }
+}
+
+/// `spawn_service_with`, keeping what the service logs.
+pub fn spawn_service_logged(
+    data_dir: &std::path::Path,
+    tmp_dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, String, ServiceLog) {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
         .args(["--port", "0", "--data-dir"])
@@ -603,8 +623,8 @@ pub fn spawn_service_with(
             break line[at..].trim().to_string();
         }
     };
-    std::thread::spawn(move || for _ in lines {});
-    (child, api)
+    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect());
+    (child, api, ServiceLog(log))
 }
 
 /// `GET /healthz` of a service.
