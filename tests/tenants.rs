@@ -455,3 +455,58 @@ async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC: initialize, the
+/// initialized notification, then `tools/call`; the call's `structuredContent`.
+async fn mcp_call(key: &str, tool: &str, arguments: Value) -> Value {
+    let endpoint = format!("{}/mcp", service().api);
+    let post = |session: Option<String>, body: Value| {
+        let mut request = common::client()
+            .post(&endpoint)
+            .bearer_auth(key)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tenants", "version": "1"}}});
+    let opened = post(None, hello).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(Some(session.clone()), initialized).await.unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let answer = post(Some(session), call)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // An SSE stream: the answer is the `data:` line of the response to id 2.
+    let message: Value = answer
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the call: {answer}"));
+    message["result"]["structuredContent"].clone()
+}
+
+#[tokio::test]
+async fn an_mcp_connection_works_for_its_keys_tenant() {
+    let args = json!({ "urls": [page("article.html")], "mode": "http" });
+    let started = mcp_call(ALICE, "crawl_batch", args).await;
+    let id = started["task_id"].as_str().expect("a task id").to_string();
+    let status = json!({ "task_id": id });
+    ok_as(ALICE, "crawl_status", status.clone()).await;
+    let (code, _) = call_as(BOB, "crawl_status", status).await;
+    assert_eq!(code, 404);
+}
