@@ -53,7 +53,7 @@ impl McpFront {
 
     /// Whose call it is: the tenant the request's key opened over HTTP (the auth layer puts it
     /// in the request), the operator over stdio.
-    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, CallToolResult> {
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ToolError> {
         let tenant = match context.extensions.get::<Parts>() {
             None => self.app.tenants.operator(),
             Some(parts) => parts
@@ -61,9 +61,7 @@ impl McpFront {
                 .get::<Arc<Tenant>>()
                 .cloned()
                 .ok_or_else(|| {
-                    let error =
-                        ToolError::new(ErrorCode::Unauthorized, "the request has no tenant");
-                    CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
+                    ToolError::new(ErrorCode::Unauthorized, "the request has no tenant")
                 })?,
         };
         Ok(Caller::new(tenant).in_session(Some(self.session.to_string())))
@@ -90,11 +88,14 @@ impl McpFront {
                 result.structured_content = Some(output.json);
                 result
             }
-            Err(error) => {
-                CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
-            }
+            Err(error) => failed(&error),
         }
     }
+}
+
+/// A failed call: `isError`, with the error JSON as text.
+fn failed(error: &ToolError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
 }
 
 /// A schema as the JSON object MCP tool descriptions carry.
@@ -124,7 +125,7 @@ impl ServerHandler for McpFront {
     ) -> Result<CallToolResponse, ErrorData> {
         let result = match self.caller(&context) {
             Ok(caller) => self.call(&request.name, request.arguments, &caller).await,
-            Err(refusal) => refusal,
+            Err(error) => failed(&error),
         };
         Ok(result.into())
     }
