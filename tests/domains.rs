@@ -94,10 +94,7 @@ async fn the_browser_follows_the_rules_for_pages_links_and_frames() {
     .await;
     let text = read["content"].as_str().unwrap();
     assert!(text.contains("Same-origin frame"), "{text}");
-    let reported: Vec<&Value> = [&opened, &read]
-        .iter()
-        .flat_map(|r| r["blocked"].as_array().into_iter().flatten())
-        .collect();
+    let reported = common::blocked_entries(&[&opened, &read]);
     assert!(
         reported.iter().any(|b| b["target"]
             .as_str()

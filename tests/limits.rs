@@ -64,11 +64,7 @@ async fn a_tool_past_its_rate_is_refused_with_retry_after() {
         .await
         .unwrap();
     assert_eq!(response.status(), 429);
-    let wait: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = common::retry_after(&response);
     assert!((1..=20).contains(&wait), "Retry-After: {wait}");
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "LIMIT");

@@ -319,11 +319,7 @@ async fn a_tenants_quota_and_rate_are_its_own() {
         .await
         .unwrap();
     assert_eq!(response.status(), 429);
-    let wait: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = common::retry_after(&response);
     assert!((1..=60).contains(&wait), "{wait}");
     for _ in 0..3 {
         let (status, _) = call_as(BOB, "crawl_status", unknown.clone()).await;
@@ -384,10 +380,7 @@ async fn a_tenants_domain_rules_narrow_the_operators() {
         json!({ "session": "rules", "mode": "text" }),
     )
     .await;
-    let reported: Vec<&Value> = [&opened, &read]
-        .iter()
-        .flat_map(|r| r["blocked"].as_array().into_iter().flatten())
-        .collect();
+    let reported = common::blocked_entries(&[&opened, &read]);
     assert!(
         reported.iter().any(|b| b["target"]
             .as_str()

@@ -648,3 +648,20 @@ pub async fn page_text(session: &str) -> String {
     .await;
     read["content"].as_str().expect("text content").to_string()
 }
+
+/// The `Retry-After` seconds of a response.
+pub fn retry_after(response: &reqwest::Response) -> u64 {
+    response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The `blocked` entries of browser tool results, all together.
+pub fn blocked_entries<'a>(results: &[&'a Value]) -> Vec<&'a Value> {
+    results
+        .iter()
+        .flat_map(|r| r["blocked"].as_array().into_iter().flatten())
+        .collect()
+}
