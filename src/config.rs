@@ -502,8 +502,17 @@ fn parse_viewport(text: &str) -> Result<(u32, u32), String> {
 }
 
 impl Config {
-    /// Builds the configuration from the file (if any), the environment and the flags.
+    /// Builds the configuration from the file (if any), the environment and the flags, and
+    /// refuses unsafe or unworkable ones.
     pub fn load(args: &ConfigArgs) -> anyhow::Result<Self> {
+        let config = Self::load_unchecked(args)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// `load` without `validate`: for commands that start no service (`keys`), which must work
+    /// while the configuration still lacks what serving needs (keys for a non-loopback bind).
+    pub fn load_unchecked(args: &ConfigArgs) -> anyhow::Result<Self> {
         let mut config = match &args.config {
             Some(path) => Self::from_file(path)?,
             None if Path::new("webpilot.toml").exists() => {
@@ -515,7 +524,6 @@ impl Config {
         config
             .keys
             .extend(KeysFile::read(&config.keys_path())?.keys);
-        config.validate()?;
         Ok(config)
     }
 

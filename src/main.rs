@@ -104,7 +104,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = match Config::load(&cli.config) {
+    let loaded = match cli.command {
+        // Managing keys starts no service: it must work before the keys it adds exist.
+        Some(Command::Keys { .. }) => Config::load_unchecked(&cli.config),
+        _ => Config::load(&cli.config),
+    };
+    let config = match loaded {
         Ok(mut config) => {
             // Chromium is started through this binary so that it dies with this process.
             config.launcher = std::env::current_exe().ok();

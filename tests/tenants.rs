@@ -411,9 +411,11 @@ async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
     let data_dir = tempfile::tempdir().unwrap();
     let add = |name: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-            .arg("--data-dir")
+            // Keys are made before a service off loopback can start (it needs them).
+            .args(["--bind", "0.0.0.0", "--data-dir"])
             .arg(data_dir.path())
             .args(["keys", "add", name])
+            .env_remove("WEBPILOT_TOKEN")
             .output()
             .unwrap()
     };
