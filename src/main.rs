@@ -1,6 +1,7 @@
 //! The `webpilot` command: `serve` (HTTP), `mcp` (MCP over stdio), `tools` (print definitions),
 //! `call TOOL JSON`, `crawl URL…` (a batch crawl with a progress bar, results as JSON lines),
-//! `skill` (a SKILL.md for coding agents, generated from the tool registry).
+//! `skill` (a SKILL.md for coding agents, generated from the tool registry), `keys add NAME` /
+//! `keys list` (tenants' keys in the keys file).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
