@@ -60,10 +60,10 @@ impl App {
         }
         crate::browser::remove_abandoned_browser_dirs();
         crate::browser::remove_abandoned_uploads(&config.data_dir);
-        let web = Arc::new(WebService::new(&config)?);
         // The service's policy; sessions and fetches run under their tenant's, which narrows it.
-        let policy = tenants.operator().policy().as_ref().clone();
-        let browser = BrowserService::new(config.clone(), policy);
+        let policy = tenants.operator().policy().clone();
+        let web = Arc::new(WebService::new(&config, policy.clone())?);
+        let browser = BrowserService::new(config.clone(), policy.as_ref().clone());
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         browser.spawn_reaper(stop.clone(), &tasks);
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));

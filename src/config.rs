@@ -632,8 +632,7 @@ impl Config {
                 "crawl limits (max_urls, max_parallel, global_parallel, per_host, browser_parallel) must be at least 1"
             );
         }
-        crate::policy::UrlPolicy::from_config(&self.fetch)
-            .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
+        // The operator's policy and rates, and every key's.
         crate::tenant::Tenants::from_config(self)?;
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! Per-tool call rates (`[rate]` in the configuration: `web_search = "10/min"`, a `default`):
-//! a token bucket per tool; a call past its quota is `LIMIT` with how long to wait.
+//! Token buckets: a tenant's call rates per tool (`[rate]` and a key's `[keys.rate]`:
+//! `web_search = "10/min"`, a `default`), failed authentications per client address. A call
+//! past its quota is `LIMIT` with how long to wait.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -41,7 +41,9 @@ impl Tenant {
     pub fn operator(config: &Config) -> anyhow::Result<Self> {
         Ok(Self {
             name: String::new(),
-            policy: Arc::new(UrlPolicy::from_config(&config.fetch).map_err(anyhow::Error::msg)?),
+            policy: Arc::new(
+                UrlPolicy::from_config(&config.fetch).map_err(|e| anyhow::anyhow!("fetch: {e}"))?,
+            ),
             rates: RateLimiter::new(&config.rate).map_err(anyhow::Error::msg)?,
             max_sessions: None,
             crawl_max_urls: None,

@@ -106,3 +106,34 @@ fn configuration_depends_on_no_layer() {
         assert!(!config.contains(layer), "config.rs depends on {layer}");
     }
 }
+
+/// The modules every layer may use import no layer themselves.
+#[test]
+fn shared_modules_import_no_layer() {
+    let layers = [
+        "crate::browser",
+        "crate::web",
+        "crate::pages",
+        "crate::crawl",
+        "crate::egress",
+    ];
+    for file in [
+        "config.rs",
+        "error.rs",
+        "policy.rs",
+        "files.rs",
+        "rate.rs",
+        "tenant.rs",
+    ] {
+        let text = std::fs::read_to_string(src().join(file)).unwrap();
+        // Doc comments may name a layer; code lines may not use one.
+        let code = text
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"));
+        for line in code {
+            for layer in UPPER.iter().chain(layers.iter()) {
+                assert!(!line.contains(layer), "{file} depends on {layer}: {line}");
+            }
+        }
+    }
+}

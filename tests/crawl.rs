@@ -112,14 +112,11 @@ async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
     let id = created["task_id"].as_str().expect("task id").to_string();
     assert_eq!(created["total"], 30);
 
-    let events = client()
-        .get(format!("{}/api/crawler/tasks/{id}/events", harness.api))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let events = common::get_text(
+        &format!("{}/api/crawler/tasks/{id}/events", harness.api),
+        None,
+    )
+    .await;
     let mut seen = Vec::new();
     let mut done = None;
     for block in events.split("\n\n").filter(|b| !b.trim().is_empty()) {

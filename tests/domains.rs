@@ -111,18 +111,7 @@ async fn the_browser_follows_the_rules_for_pages_links_and_frames() {
     )
     .await;
     let link = common::ref_of(&common::content_lines(&elements), "A denied site");
-    let clicked = ok_at(
-        api,
-        "browser_interact",
-        json!({ "session": s, "action": "click", "ref": link }),
-    )
-    .await;
-    assert!(
-        clicked["blocked_document"]
-            .as_str()
-            .is_some_and(|b| b.contains("*.denied.localhost")),
-        "{clicked:#}"
-    );
+    common::assert_click_refused(api, s, link, "*.denied.localhost").await;
     for (target, rule) in [
         (named("x.denied.localhost", ""), "*.denied.localhost"),
         (named("exact.localhost", ""), "exact.localhost"),

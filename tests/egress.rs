@@ -155,12 +155,7 @@ async fn a_hostile_page_reaches_no_refused_address() {
     v4.untouched("127.0.0.2");
     v6.untouched("[::1]");
 
-    let metrics = reqwest::get(format!("{}/metrics", strict().api))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::get_text(&format!("{}/metrics", strict().api), None).await;
     let refused: f64 = metrics
         .lines()
         .find_map(|line| line.strip_prefix("webpilot_egress_refused_total "))

@@ -287,17 +287,7 @@ async fn private_targets_are_blocked_in_the_browser_too() {
     )
     .await;
     let link = common::ref_of(&common::element_lines(s).await, "Private place");
-    let clicked = ok(
-        "browser_interact",
-        json!({ "session": s, "action": "click", "ref": link }),
-    )
-    .await;
-    assert!(
-        clicked["blocked_document"]
-            .as_str()
-            .is_some_and(|b| b.contains("127.0.0.3")),
-        "{clicked:#}"
-    );
+    common::assert_click_refused(&common::harness().api, s, link, "127.0.0.3").await;
     untouched("link");
     // A frame the page adds is refused too; the page itself stays.
     open(s, "spa.html").await;

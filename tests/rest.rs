@@ -295,15 +295,7 @@ async fn a_token_is_required_when_configured() {
 
     // Failures are counted, and an address that keeps failing is refused for a while, right
     // token or not (10 failures a minute).
-    let metrics = client()
-        .get(format!("{}/metrics", secured.api))
-        .bearer_auth("s3cret")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::get_text(&format!("{}/metrics", secured.api), Some("s3cret")).await;
     assert!(
         metrics.contains("webpilot_auth_failures_total 2"),
         "{metrics}"

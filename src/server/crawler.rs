@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 
-use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -12,13 +11,13 @@ use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, parse_body};
+use super::rest::{error_response, json_or_error, parse_body};
 use crate::app::App;
 use crate::crawl::TaskStatus;
 use crate::error::{ErrorBody, ToolError};
@@ -33,13 +32,6 @@ pub(super) fn routes(app: App) -> Router {
         .route("/api/crawler/tasks/{id}", get(status))
         .route("/api/crawler/tasks/{id}/events", get(events))
         .with_state(app)
-}
-
-fn respond(result: Result<impl Serialize, ToolError>) -> Response {
-    match result {
-        Ok(value) => Json(value).into_response(),
-        Err(error) => error_response(&error),
-    }
 }
 
 /// Starts a crawl task (the arguments of crawl_batch).
@@ -59,7 +51,7 @@ async fn create(
         Ok(args) => args,
         Err(error) => return error_response(&error),
     };
-    respond(
+    json_or_error(
         app.registry
             .call("crawl_batch", args, &Caller::new(tenant))
             .await
@@ -79,7 +71,7 @@ async fn status(
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Response {
-    respond(app.crawler.status(&tenant, &id))
+    json_or_error(app.crawler.status(&tenant, &id))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -113,7 +105,7 @@ async fn list(
         }
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    respond(app.crawler.list(&tenant, query.status, limit))
+    json_or_error(app.crawler.list(&tenant, query.status, limit))
 }
 
 /// Progress as server-sent events: `status` (or `done` at once for a finished task), a

@@ -184,6 +184,14 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
     Json(output.json).into_response()
 }
 
+/// A value as JSON, or the error in its shape and status.
+pub(super) fn json_or_error(result: Result<impl serde::Serialize, ToolError>) -> Response {
+    match result {
+        Ok(value) => Json(value).into_response(),
+        Err(error) => error_response(&error),
+    }
+}
+
 /// A request body as tool arguments: a JSON object, or nothing (no arguments).
 pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
     let body = body.map_err(|rejection| {

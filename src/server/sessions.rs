@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, parse_body};
+use super::rest::{error_response, json_or_error, parse_body};
 use crate::app::App;
 use crate::browser::SessionSummary;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
@@ -63,10 +63,7 @@ async fn create(
         let label = options.name.map(checked_label).transpose()?;
         app.browser.create_private(&tenant, label, idle)
     });
-    match created {
-        Ok(session) => Json(json!({ "session": session })).into_response(),
-        Err(error) => error_response(&error),
-    }
+    json_or_error(created.map(|session| json!({ "session": session })))
 }
 
 fn checked_idle(secs: u64) -> Result<Duration, ToolError> {

@@ -51,17 +51,17 @@ impl Fetched {
 pub struct WebClient {
     guarded: reqwest::Client,
     trusted: reqwest::Client,
-    policy: Arc<UrlPolicy>,
     config: FetchConfig,
 }
 
 impl WebClient {
-    pub fn new(fetch: &FetchConfig, search: &SearchConfig) -> anyhow::Result<Self> {
-        let policy = Arc::new(UrlPolicy::from_config(fetch).map_err(anyhow::Error::msg)?);
+    pub fn new(
+        fetch: &FetchConfig,
+        search: &SearchConfig,
+        policy: Arc<UrlPolicy>,
+    ) -> anyhow::Result<Self> {
         let guarded = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver {
-                policy: policy.clone(),
-            }))
+            .dns_resolver(Arc::new(GuardedResolver { policy }))
             // Redirects are followed by hand so every hop is checked and reported.
             .redirect(reqwest::redirect::Policy::none())
             // A proxy would resolve names itself, out of the policy's sight.
@@ -84,7 +84,6 @@ impl WebClient {
         Ok(Self {
             guarded,
             trusted,
-            policy,
             config: fetch.clone(),
         })
     }
@@ -92,10 +91,6 @@ impl WebClient {
     /// The client for operator-configured endpoints (search backends).
     pub fn trusted(&self) -> &reqwest::Client {
         &self.trusted
-    }
-
-    pub fn policy(&self) -> &UrlPolicy {
-        &self.policy
     }
 
     /// Checks a URL another component (the browser) is about to load under `policy` (the

@@ -10,7 +10,10 @@ pub mod search;
 pub mod sections;
 pub mod shell;
 
+use std::sync::Arc;
+
 use crate::config::Config;
+use crate::policy::UrlPolicy;
 
 /// The shared state of browserless tools: the HTTP clients and the search backends.
 pub struct WebService {
@@ -19,9 +22,11 @@ pub struct WebService {
 }
 
 impl WebService {
-    pub fn new(config: &Config) -> anyhow::Result<Self> {
+    /// `policy` is the service's: what fetches may connect to whoever asks (a caller's own
+    /// policy can only narrow it, and is applied per fetch).
+    pub fn new(config: &Config, policy: Arc<UrlPolicy>) -> anyhow::Result<Self> {
         Ok(Self {
-            client: client::WebClient::new(&config.fetch, &config.search)?,
+            client: client::WebClient::new(&config.fetch, &config.search, policy)?,
             searcher: search::Searcher::new(config.search.clone()),
         })
     }

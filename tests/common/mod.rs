@@ -665,3 +665,29 @@ pub fn blocked_entries<'a>(results: &[&'a Value]) -> Vec<&'a Value> {
         .flat_map(|r| r["blocked"].as_array().into_iter().flatten())
         .collect()
 }
+
+/// The body of `GET url` as text, with `key` as the bearer key if given.
+pub async fn get_text(url: &str, key: Option<&str>) -> String {
+    let mut request = client().get(url);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    request.send().await.unwrap().text().await.unwrap()
+}
+
+/// Clicks `link` in `session` of service `api` and asserts the page it led to was refused, the
+/// refusal naming `needle`.
+pub async fn assert_click_refused(api: &str, session: &str, link: u32, needle: &str) {
+    let clicked = ok_at(
+        api,
+        "browser_interact",
+        json!({ "session": session, "action": "click", "ref": link }),
+    )
+    .await;
+    assert!(
+        clicked["blocked_document"]
+            .as_str()
+            .is_some_and(|b| b.contains(needle)),
+        "{clicked:#}"
+    );
+}
