@@ -65,7 +65,7 @@ impl App {
         let web = Arc::new(WebService::new(&config, policy.clone())?);
         let browser = BrowserService::new(config.clone(), policy.as_ref().clone());
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
-        browser.spawn_reaper(stop.clone(), &tasks);
+        browser.spawn_housekeeping(stop.clone(), &tasks);
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),

@@ -47,6 +47,14 @@ pub struct Config {
     pub max_tabs_per_session: usize,
     /// Sessions idle for longer than this are closed.
     pub session_idle_secs: u64,
+    /// How many new browser contexts, new tabs and first navigations run at once; the others
+    /// wait their turn. Default: twice the CPUs.
+    pub browser_concurrency: Option<usize>,
+    /// Over this much browser memory (PSS, all its processes), new sessions are refused.
+    pub browser_max_pss_mb: Option<u64>,
+    /// How often Chromium's pages are compared with the sessions' tabs (strays are adopted or
+    /// closed), in milliseconds.
+    pub browser_sweep_ms: u64,
     /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
     pub shutdown_grace_secs: u64,
     /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
@@ -327,6 +335,9 @@ impl Default for Config {
             max_sessions: 16,
             max_tabs_per_session: 20,
             session_idle_secs: 900,
+            browser_concurrency: None,
+            browser_max_pss_mb: None,
+            browser_sweep_ms: 30_000,
             shutdown_grace_secs: 10,
             rate: Default::default(),
             keys: Vec::new(),
@@ -394,6 +405,12 @@ pub struct ConfigArgs {
     /// Close sessions idle for this many seconds.
     #[arg(long, env = "WEBPILOT_SESSION_IDLE_SECS", global = true)]
     pub session_idle_secs: Option<u64>,
+    /// New contexts, tabs and first navigations at once (default: twice the CPUs).
+    #[arg(long, env = "WEBPILOT_BROWSER_CONCURRENCY", global = true)]
+    pub browser_concurrency: Option<usize>,
+    /// Refuse new sessions while the browser uses more memory (PSS, MB) than this.
+    #[arg(long, env = "WEBPILOT_BROWSER_MAX_PSS_MB", global = true)]
+    pub browser_max_pss_mb: Option<u64>,
     /// Seconds calls in flight may run on after SIGINT/SIGTERM (default 10).
     #[arg(long, env = "WEBPILOT_SHUTDOWN_GRACE_SECS", global = true)]
     pub shutdown_grace_secs: Option<u64>,
@@ -527,6 +544,14 @@ impl Config {
         Ok(config)
     }
 
+    /// How many expensive browser steps run at once: `browser_concurrency`, else twice the
+    /// CPUs (a step waits on Chromium about as long as it computes).
+    pub fn browser_concurrency(&self) -> usize {
+        self.browser_concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, |cpus| cpus.get() * 2)
+        })
+    }
+
     /// The keys file: `keys_file`, or `keys.toml` in the data dir.
     pub fn keys_path(&self) -> PathBuf {
         self.keys_file
@@ -553,6 +578,12 @@ impl Config {
         set(&mut self.eager_browser, &args.eager_browser);
         set(&mut self.max_sessions, &args.max_sessions);
         set(&mut self.session_idle_secs, &args.session_idle_secs);
+        if args.browser_concurrency.is_some() {
+            self.browser_concurrency = args.browser_concurrency;
+        }
+        if args.browser_max_pss_mb.is_some() {
+            self.browser_max_pss_mb = args.browser_max_pss_mb;
+        }
         set(&mut self.shutdown_grace_secs, &args.shutdown_grace_secs);
         if args.token.is_some() {
             self.token = args.token.clone();
@@ -617,6 +648,9 @@ impl Config {
         }
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");
+        }
+        if self.browser_concurrency == Some(0) {
+            anyhow::bail!("browser_concurrency must be at least 1");
         }
         let crawl = &self.crawl;
         if [

@@ -59,6 +59,8 @@ async fn read(session: &str, mode: &str, query: Option<&str>) -> Value {
 #[tokio::test]
 async fn a_card_form_in_another_sites_frame_is_filled_submitted_and_read() {
     let s = "frames-checkout";
+    // The session and its tab first: a call's time limit covers opening them too.
+    ok("browser_read", json!({ "session": s })).await;
     // Ready as soon as the frames are: their documents are reported by their own targets. A
     // frame document left pending would hold readiness until it counts as long-lived
     // (LONG_REQUEST_MS after it started), so this limit lets only a true settle answer "quiet".

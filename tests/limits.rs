@@ -3,7 +3,7 @@
 mod common;
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Harness, call_at, eventually};
 use serde_json::json;
@@ -78,4 +78,80 @@ async fn a_tool_past_its_rate_is_refused_with_retry_after() {
     assert_eq!(body["error"]["retry_after_secs"], wait);
     let (status, _) = call_at(&harness.api, "browser_tabs", json!({ "session": "rated" })).await;
     assert_eq!(status, 200);
+}
+
+/// With every session busy and the browser's one admission slot taken, a session past
+/// `max_sessions` is refused at once, not after a wait in the queue.
+#[tokio::test]
+async fn past_max_sessions_a_new_session_is_refused_at_once_while_the_browser_is_busy() {
+    let harness = common::start(webpilot::config::Config {
+        max_sessions: 2,
+        browser_concurrency: Some(1),
+        ..common::loopback_config()
+    });
+    let busy: Vec<_> = ["busy-1", "busy-2"]
+        .into_iter()
+        .map(|name| {
+            let api = harness.api.clone();
+            let args =
+                json!({ "session": name, "target": harness.page("hang"), "timeout_ms": 5000 });
+            tokio::spawn(async move { call_at(&api, "browser_navigate", args).await })
+        })
+        .collect();
+    eventually(
+        "both sessions are busy",
+        Duration::from_secs(20),
+        || async {
+            let sessions = common::get_json(&format!("{}/api/sessions", harness.api)).await;
+            let sessions = sessions["sessions"].as_array().unwrap().clone();
+            sessions.len() == 2 && sessions.iter().all(|s| s["busy"] == true)
+        },
+    )
+    .await;
+    let asked = Instant::now();
+    let (status, body) = call_at(&harness.api, "browser_read", json!({ "session": "third" })).await;
+    let answered = asked.elapsed();
+    assert_eq!(status, 429, "{body:#}");
+    assert_eq!(body["error"]["code"], "LIMIT");
+    assert!(answered < Duration::from_millis(100), "{answered:?}");
+    for call in busy {
+        call.await.unwrap();
+    }
+}
+
+/// Over `browser_max_pss_mb`, a new session is refused with a hint while live ones go on, and
+/// `/metrics` reports the browser's memory.
+#[tokio::test]
+async fn over_the_memory_watermark_new_sessions_are_refused_and_live_ones_go_on() {
+    let harness = common::start(webpilot::config::Config {
+        browser_max_pss_mb: Some(1),
+        ..common::loopback_config()
+    });
+    let api = &harness.api;
+    let page = harness.page("light.html");
+    let args = json!({ "session": "first", "target": page });
+    let (status, body) = call_at(api, "browser_navigate", args).await;
+    assert_eq!(
+        status, 200,
+        "the first session starts the browser: {body:#}"
+    );
+
+    let (status, body) = call_at(api, "browser_read", json!({ "session": "second" })).await;
+    assert_eq!(status, 429, "{body:#}");
+    assert_eq!(body["error"]["code"], "LIMIT");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("browser_max_pss_mb = 1"), "{message}");
+    assert!(body["error"]["hint"].as_str().unwrap().contains("close"));
+
+    let (status, body) = call_at(api, "browser_read", json!({ "session": "first" })).await;
+    assert_eq!(status, 200, "{body:#}");
+    let metrics = common::get_text(&format!("{api}/metrics"), None).await;
+    let pss: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("webpilot_browser_pss_bytes ")?.parse().ok())
+        .unwrap();
+    assert!(
+        pss > 50.0 * 1024.0 * 1024.0,
+        "a browser with a page uses more: {pss}"
+    );
 }

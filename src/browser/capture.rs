@@ -163,8 +163,8 @@ impl Tab {
         }
         // An annotated capture is decoded and re-encoded here anyway: let Chromium encode fast.
         params.optimize_for_speed = Some(shot.annotate);
-        let (page, browser) = (self.page.clone(), self.browser.clone());
-        let capture = async move { browser.cdp("capturing", page.execute(params)).await };
+        let (page, liveness) = (self.page.clone(), self.liveness.clone());
+        let capture = async move { liveness.cdp("capturing", page.execute(params)).await };
         // The element list and the pixels of one page state, fetched side by side.
         let (captured, elements) = if shot.annotate {
             let (captured, list) = tokio::join!(capture, self.elements(None));

@@ -132,7 +132,6 @@ impl Tab {
             ]);
             call.return_by_value = Some(true);
             let answer = self
-                .browser
                 .cdp(
                     "finding a frame on the page",
                     self.frames.target(&holder).send(call),
@@ -178,7 +177,7 @@ impl Tab {
     pub async fn click(&self, ref_id: u32) -> ToolResult<()> {
         match self.aim(ref_id, "click").await? {
             Aim::At(point) => {
-                self.browser.cdp("clicking", self.page.click(point)).await?;
+                self.cdp("clicking", self.page.click(point)).await?;
             }
             Aim::Dom => {
                 self.on_element(ref_id, "(el) => { el.focus(); el.click(); }")
@@ -192,9 +191,7 @@ impl Tab {
     pub async fn hover(&self, ref_id: u32) -> ToolResult<()> {
         match self.aim(ref_id, "hover").await? {
             Aim::At(point) => {
-                self.browser
-                    .cdp("hovering", self.page.move_mouse(point))
-                    .await?;
+                self.cdp("hovering", self.page.move_mouse(point)).await?;
             }
             Aim::Dom => {
                 let events = "(el) => ['pointerover', 'mouseover', 'pointerenter', 'mouseenter', 'mousemove']\
@@ -230,8 +227,7 @@ impl Tab {
             None => return Err(ToolError::internal("unexpected answer while focusing")),
         }
         if !text.is_empty() {
-            self.browser
-                .cdp("typing", self.page.execute(InsertTextParams::new(text)))
+            self.cdp("typing", self.page.execute(InsertTextParams::new(text)))
                 .await?;
         }
         if submit {
@@ -317,8 +313,7 @@ impl Tab {
             location: None,
             commands: None,
         };
-        self.browser
-            .cdp("pressing a key", self.page.execute(params))
+        self.cdp("pressing a key", self.page.execute(params))
             .await?;
         Ok(())
     }
@@ -382,7 +377,6 @@ impl Tab {
             find.context_id = Some(*context);
         }
         let found = self
-            .browser
             .cdp("finding the file input", self.send_to(&doc, find))
             .await?;
         let object_id = found
@@ -401,8 +395,7 @@ impl Tab {
             .collect();
         let mut params = SetFileInputFilesParams::new(files);
         params.object_id = Some(object_id);
-        self.browser
-            .cdp("setting files", self.send_to(&doc, params))
+        self.cdp("setting files", self.send_to(&doc, params))
             .await?;
         Ok(())
     }
@@ -423,9 +416,7 @@ impl Tab {
             wheel.delta_x = Some(dx);
             wheel.delta_y = Some(dy);
             wheel.button = Some(MouseButton::None);
-            self.browser
-                .cdp("scrolling", self.page.execute(wheel))
-                .await?;
+            self.cdp("scrolling", self.page.execute(wheel)).await?;
         }
         // The page scrolls, and fires `scroll` (which may load more), when it next draws: let
         // it draw, so what the scroll starts is there for the wait after the action.
@@ -445,10 +436,7 @@ impl Tab {
         let mut first = EvaluateParams::new(script);
         first.await_promise = Some(true);
         first.return_by_value = Some(false);
-        let response = self
-            .browser
-            .cdp("evaluating", self.page.execute(first))
-            .await?;
+        let response = self.cdp("evaluating", self.page.execute(first)).await?;
         let result = &response.result;
         if let Some(details) = &result.exception_details {
             return Err(script_error(details));
@@ -467,10 +455,7 @@ impl Tab {
         call.object_id = Some(object_id);
         call.await_promise = Some(true);
         call.return_by_value = Some(true);
-        let value = self
-            .browser
-            .cdp("evaluating", self.page.execute(call))
-            .await?;
+        let value = self.cdp("evaluating", self.page.execute(call)).await?;
         if let Some(details) = &value.result.exception_details {
             return Err(script_error(details));
         }

@@ -4,7 +4,9 @@
 //! Invariants: every CDP call runs under a timeout and fails fast with `BROWSER_UNAVAILABLE`
 //! when Chromium dies; a ref is never retargeted to a different element.
 
+mod admission;
 mod annotate;
+pub use admission::{AdmissionStats, REPORTED_WAIT};
 pub use annotate::role_colour;
 mod capture;
 mod content;
@@ -12,6 +14,7 @@ mod frames;
 mod guard;
 mod input;
 mod link;
+mod memory;
 mod navigation;
 mod pool;
 pub mod profiles;
@@ -29,7 +32,9 @@ pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,
 };
-pub use session::{BrowserService, SessionGuard, SessionSummary, TabInfo, unguessable_name};
+pub use session::{
+    BrowserService, SessionGuard, SessionSummary, SweepStats, TabInfo, unguessable_name,
+};
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;

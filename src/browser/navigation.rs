@@ -172,7 +172,7 @@ impl Tab {
                     // than at the new document's commit, so they hold no connection it needs.
                     // Best effort: an error page, for one, has nothing to stop.
                     let stop = self.page.execute(StopLoadingParams::default());
-                    let _ = self.browser.cdp("stopping the page", stop).await;
+                    let _ = self.cdp("stopping the page", stop).await;
                 }
                 let (tx, rx) = oneshot::channel();
                 let target = self.frames.navigation_target();
@@ -188,8 +188,7 @@ impl Tab {
                 Ok(Some(rx))
             }
             Destination::Reload => {
-                self.browser
-                    .cdp("reloading", self.page.execute(ReloadParams::default()))
+                self.cdp("reloading", self.page.execute(ReloadParams::default()))
                     .await?;
                 Ok(None)
             }
@@ -200,7 +199,6 @@ impl Tab {
                     1
                 };
                 let history = self
-                    .browser
                     .cdp(
                         "reading the history",
                         self.page.execute(GetNavigationHistoryParams::default()),
@@ -218,13 +216,12 @@ impl Tab {
                         )
                         .with_hint("open a URL with mode=url instead")
                     })?;
-                self.browser
-                    .cdp(
-                        "moving in history",
-                        self.page
-                            .execute(NavigateToHistoryEntryParams::new(entry.id)),
-                    )
-                    .await?;
+                self.cdp(
+                    "moving in history",
+                    self.page
+                        .execute(NavigateToHistoryEntryParams::new(entry.id)),
+                )
+                .await?;
                 Ok(None)
             }
         }

@@ -46,6 +46,8 @@ pub struct BrowserPool {
     guard: Arc<DocumentGuard>,
     /// Set by `shutdown`: no browser is launched any more.
     closed: std::sync::atomic::AtomicBool,
+    /// Tabs whose renderer crashed, every generation.
+    tab_crashes: Arc<AtomicU64>,
 }
 
 /// One running (or connected) Chromium.
@@ -79,6 +81,8 @@ pub struct BrowserHandle {
     /// The second connection, for frame sessions and direct navigation (`link.rs`); `None`
     /// when the browser would not take one.
     pub(crate) link: Option<Arc<CdpLink>>,
+    /// Counts tabs whose renderer crashed (the pool's counter).
+    pub(crate) tab_crashes: Arc<AtomicU64>,
 }
 
 /// A file the page started to download.
@@ -112,7 +116,13 @@ impl BrowserPool {
             guard: Arc::new(DocumentGuard::new(egress.clone())),
             egress,
             closed: Default::default(),
+            tab_crashes: Default::default(),
         }
+    }
+
+    /// Tabs whose renderer crashed since start.
+    pub fn tab_crashes(&self) -> u64 {
+        self.tab_crashes.load(Ordering::Relaxed)
     }
 
     /// Connections the egress proxy refused since start.
@@ -245,6 +255,7 @@ impl BrowserPool {
             egress,
             _default_lane: default_lane,
             link,
+            tab_crashes: self.tab_crashes.clone(),
         })
     }
 

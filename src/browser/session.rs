@@ -7,21 +7,24 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
-    CreateBrowserContextParams, CreateTargetParams, GetTargetInfoParams, TargetId,
+    CloseTargetParams, CreateBrowserContextParams, CreateTargetParams, GetTargetsParams, TargetId,
+    TargetInfo,
 };
 use serde::Serialize;
 use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::admission::{Admission, AdmissionStats, Ticket};
 use super::guard::DocumentGuard;
+use super::memory::MemoryGauge;
 use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
 use crate::config::Config;
@@ -39,6 +42,17 @@ pub struct BrowserService {
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     /// Numbers the scratch sessions, to name them.
     scratch_count: AtomicU64,
+    /// Scratch sessions, which the map does not hold: the sweep must know their contexts.
+    scratch: Mutex<Vec<Weak<Session>>>,
+    /// The queue in front of new contexts, new tabs and their first navigation.
+    admission: Arc<Admission>,
+    /// The browser's memory, for the watermark and `/metrics`.
+    memory: MemoryGauge,
+    /// What the sweep found: pages no tab held, adopted by their session or closed.
+    strays_adopted: AtomicU64,
+    strays_closed: AtomicU64,
+    /// Contexts no session owned in the previous sweep (disposed if still so in this one).
+    unowned_contexts: Mutex<HashSet<BrowserContextId>>,
 }
 
 /// A session's tenant name (empty for the operator) and its own name.
@@ -62,7 +76,12 @@ pub struct Session {
     last_used: Mutex<Instant>,
     /// A scratch session: closed as soon as its one job lets go of it.
     scratch: bool,
+    /// The browser context, readable without the command lock (the sweep's view).
+    context: ContextMirror,
 }
+
+/// A session's browser context, published outside its command lock.
+type ContextMirror = Arc<Mutex<Option<BrowserContextId>>>;
 
 /// A session's browser-side state, guarded by the session's command lock.
 #[derive(Default)]
@@ -71,6 +90,8 @@ pub struct SessionState {
     /// context and tabs are gone and must be rebuilt.
     browser: Option<Arc<BrowserHandle>>,
     context: Option<BrowserContextId>,
+    /// `context`, published for the sweep.
+    mirror: ContextMirror,
     /// The context's way out through the egress proxy (what it refused, and why).
     lane: Option<Arc<Lane>>,
     tabs: Vec<Tab>,
@@ -79,14 +100,20 @@ pub struct SessionState {
     next_tab_number: u32,
     /// Scripts every tab of the session runs before page scripts (restored localStorage).
     init_scripts: Vec<String>,
-    /// Targets seen in `browser.pages()` that are not to be adopted: other sessions' pages and
-    /// pages this session closed.
-    foreign_targets: HashSet<TargetId>,
+    /// Pages this session closed, which Chromium may list for a moment longer: never adopted.
+    closed_targets: HashSet<TargetId>,
     /// Files sent inline for uploads, staged here until the session closes (a page reads an
     /// upload's file when it submits, not when it is picked).
     uploads: Option<PathBuf>,
     /// Inline files staged so far (their folder numbers).
     staged: u32,
+}
+
+/// What the sweep of stray pages has done since start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SweepStats {
+    pub adopted: u64,
+    pub closed: u64,
 }
 
 /// A live session as `GET /api/sessions` lists it.
@@ -124,19 +151,32 @@ pub struct TabInfo {
 impl BrowserService {
     /// `policy` decides which documents tabs may load (see `guard`).
     pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Arc<Self> {
+        let concurrency = config.browser_concurrency();
         Arc::new(Self {
             pool: BrowserPool::new(config.clone(), policy),
             config,
             sessions: Mutex::new(HashMap::new()),
             scratch_count: AtomicU64::new(0),
+            scratch: Mutex::new(Vec::new()),
+            admission: Admission::new(concurrency),
+            memory: MemoryGauge::default(),
+            strays_adopted: AtomicU64::new(0),
+            strays_closed: AtomicU64::new(0),
+            unowned_contexts: Mutex::new(HashSet::new()),
         })
     }
 
     /// Takes the command lock of `tenant`'s session `name` (creating the session if needed)
-    /// with its browser context ready.
-    pub async fn session(&self, tenant: &Arc<Tenant>, name: &str) -> ToolResult<SessionGuard> {
-        let session = self.lookup_or_create(tenant, name)?;
-        self.take(session).await
+    /// with its browser context ready. A new context waits for its turn in the admission queue
+    /// until `deadline` at most.
+    pub async fn session(
+        &self,
+        tenant: &Arc<Tenant>,
+        name: &str,
+        deadline: Instant,
+    ) -> ToolResult<SessionGuard> {
+        let session = self.lookup_or_create(tenant, name).await?;
+        self.take(session, deadline).await
     }
 
     /// A session of its own for one job of `tenant`: its own browser context (cookies,
@@ -145,22 +185,35 @@ impl BrowserService {
         &self,
         tenant: &Arc<Tenant>,
         purpose: &str,
+        deadline: Instant,
     ) -> ToolResult<SessionGuard> {
         let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
         let name = format!("_{purpose}-{number}");
-        self.take(Session::new(tenant.clone(), name, true)).await
+        let session = Session::new(tenant.clone(), name, true);
+        {
+            let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+            scratch.retain(|s| s.strong_count() > 0);
+            scratch.push(Arc::downgrade(&session));
+        }
+        self.take(session, deadline).await
     }
 
-    async fn take(&self, session: Arc<Session>) -> ToolResult<SessionGuard> {
+    async fn take(&self, session: Arc<Session>, deadline: Instant) -> ToolResult<SessionGuard> {
         session.touch();
         let mut state = session.state.clone().lock_owned().await;
         let browser = self.pool.current().await?;
+        let mut ticket = None;
         if state
             .browser
             .as_ref()
             .is_none_or(|b| b.generation != browser.generation)
         {
             state.reset();
+            ticket = Some(
+                self.admission
+                    .admit(deadline, "creating the session's browser context")
+                    .await?,
+            );
             let (params, lane) = context_params(&browser, &session.tenant).await?;
             let context = browser
                 .cdp(
@@ -169,19 +222,72 @@ impl BrowserService {
                 )
                 .await?;
             // Kept before anything else can fail, so that `dispose` closes it whatever happens.
-            state.context = Some(context.clone());
+            state.set_context(Some(context.clone()));
             state.lane = lane;
             state.browser = Some(browser.clone());
             self.set_downloads(&browser, &context, &session).await?;
         }
-        Ok(SessionGuard {
+        let mut guard = self.guard(session, state, browser, deadline);
+        guard.queued = ticket.as_ref().map_or(Duration::ZERO, |t| t.queued);
+        guard.ticket = ticket;
+        Ok(guard)
+    }
+
+    fn guard(
+        &self,
+        session: Arc<Session>,
+        state: OwnedMutexGuard<SessionState>,
+        browser: Arc<BrowserHandle>,
+        deadline: Instant,
+    ) -> SessionGuard {
+        SessionGuard {
             uploads: self.uploads_of(&session),
             session,
             state,
             browser,
             max_tabs: self.config.max_tabs_per_session,
             discarded: false,
-        })
+            admission: self.admission.clone(),
+            deadline,
+            ticket: None,
+            queued: Duration::ZERO,
+            quiet: false,
+        }
+    }
+
+    /// The admission queue now.
+    pub fn admission(&self) -> AdmissionStats {
+        self.admission.stats()
+    }
+
+    /// Stray pages the sweep adopted or closed since start.
+    pub fn sweep_stats(&self) -> SweepStats {
+        SweepStats {
+            adopted: self.strays_adopted.load(Ordering::Relaxed),
+            closed: self.strays_closed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Chromium's pages now, of every context; none without a browser.
+    pub async fn page_count(&self) -> Option<usize> {
+        let browser = self.pool.existing().await?;
+        list_pages(&browser).await.ok().map(|pages| pages.len())
+    }
+
+    /// The tabs of every session, scratch ones included, as their last call left them.
+    pub fn tab_count(&self) -> usize {
+        let owners = self.owners_by_context();
+        owners
+            .values()
+            .map(|s| s.tab_count.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The browser's total proportional memory (PSS of its processes), in bytes; none without
+    /// a local browser.
+    pub async fn browser_pss(&self) -> Option<u64> {
+        let pid = self.pool.existing().await?.pid()?;
+        self.memory.pss(pid).await
     }
 
     /// Where a session stages inline uploads: `<data dir>/uploads/<pid>/<session>-<serial>/`,
@@ -232,30 +338,69 @@ impl BrowserService {
         Ok(())
     }
 
-    fn lookup_or_create(&self, tenant: &Arc<Tenant>, name: &str) -> ToolResult<Arc<Session>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    async fn lookup_or_create(&self, tenant: &Arc<Tenant>, name: &str) -> ToolResult<Arc<Session>> {
         let key = (tenant.name().to_string(), name.to_string());
+        if let Some(session) = self.lookup(&key) {
+            return Ok(session);
+        }
+        let memory = self.memory_room().await;
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(session) = sessions.get(&key) {
             return Ok(session.clone());
         }
         self.room_for_one(&sessions, tenant)?;
+        memory?;
         let session = Session::new(tenant.clone(), name.to_string(), false);
         sessions.insert(key, session.clone());
         Ok(session)
     }
 
+    fn lookup(&self, key: &SessionKey) -> Option<Arc<Session>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(key).cloned()
+    }
+
+    /// `LIMIT` when the browser's memory is over `browser_max_pss_mb`: a new session would
+    /// only push it further.
+    async fn memory_room(&self) -> ToolResult<()> {
+        let Some(limit_mb) = self.config.browser_max_pss_mb else {
+            return Ok(());
+        };
+        let Some(pss) = self.browser_pss().await else {
+            return Ok(());
+        };
+        let used_mb = pss / (1024 * 1024);
+        if used_mb < limit_mb {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::Limit,
+            format!(
+                "the browser uses {used_mb} MB (PSS), over browser_max_pss_mb = {limit_mb}: no \
+                 new session until it uses less"
+            ),
+        )
+        .with_hint(
+            "reuse a live session (GET /api/sessions), close one you no longer need (DELETE \
+             /api/sessions/{id}), or call again later",
+        )
+        .retry_after(30))
+    }
+
     /// A new private session of `tenant`: an unguessable name (`s-` and 128 random bits),
     /// which only its creator knows; `idle` overrides the idle limit. Its browser context opens
     /// on first use.
-    pub fn create_private(
+    pub async fn create_private(
         &self,
         tenant: &Arc<Tenant>,
         label: Option<String>,
         idle: Option<Duration>,
     ) -> ToolResult<String> {
         let name = unguessable_name("s-");
+        let memory = self.memory_room().await;
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         self.room_for_one(&sessions, tenant)?;
+        memory?;
         let session = Session::with(tenant.clone(), name.clone(), false, label, idle);
         sessions.insert((tenant.name().to_string(), name.clone()), session);
         Ok(name)
@@ -344,14 +489,36 @@ impl BrowserService {
         }
     }
 
-    /// Closes sessions idle past the configured timeout, every few seconds, until the service
-    /// stops or is dropped.
-    pub fn spawn_reaper(self: &Arc<Self>, stop: CancellationToken, tasks: &TaskTracker) {
-        let service = Arc::downgrade(self);
+    /// Until the service stops or is dropped: closes sessions idle past the configured
+    /// timeout, every few seconds, and sweeps stray pages every `browser_sweep_secs`.
+    pub fn spawn_housekeeping(self: &Arc<Self>, stop: CancellationToken, tasks: &TaskTracker) {
         let idle = Duration::from_secs(self.config.session_idle_secs);
-        let every = (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        let reap_every = (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        self.every(reap_every, &stop, tasks, move |service| async move {
+            service.reap_idle(idle).await
+        });
+        let sweep_every = Duration::from_millis(self.config.browser_sweep_ms.max(100));
+        self.every(sweep_every, &stop, tasks, |service| async move {
+            service.sweep().await
+        });
+    }
+
+    /// Runs `chore` every `period` on the service, while it lives and `stop` is not cancelled.
+    fn every<F, Fut>(
+        self: &Arc<Self>,
+        period: Duration,
+        stop: &CancellationToken,
+        tasks: &TaskTracker,
+        chore: F,
+    ) where
+        F: Fn(Arc<Self>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let service = Arc::downgrade(self);
+        let stop = stop.clone();
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
@@ -360,9 +527,149 @@ impl BrowserService {
                 let Some(service) = service.upgrade() else {
                     return;
                 };
-                service.reap_idle(idle).await;
+                chore(service).await;
             }
         });
+    }
+
+    /// Compares Chromium's pages with the sessions' tabs. A page in an idle session's context
+    /// that no tab holds (a tab whose opening timed out, a popup since its last call) is
+    /// adopted as a tab; one nobody can adopt, or in a context no session owns, is closed.
+    /// Contexts no session owns, two sweeps in a row, are closed too. A remote browser's
+    /// pages and contexts that are not ours are left alone.
+    async fn sweep(&self) {
+        let Some(browser) = self.pool.existing().await else {
+            return;
+        };
+        let Ok(targets) = list_pages(&browser).await else {
+            return;
+        };
+        let owners = self.owners_by_context();
+        let mut by_context: HashMap<Option<BrowserContextId>, Vec<TargetInfo>> = HashMap::new();
+        for page in targets {
+            by_context
+                .entry(page.browser_context_id.clone())
+                .or_default()
+                .push(page);
+        }
+        let local = browser.pid().is_some();
+        for (context, pages) in by_context {
+            match context.as_ref().and_then(|c| owners.get(c)) {
+                Some(session) => self.sweep_session(session, &browser, &pages).await,
+                None if local => {
+                    for page in pages {
+                        tracing::info!(target = %page.target_id.inner(), url = %page.url, "closing a page no session owns");
+                        self.close_stray(&browser, page.target_id).await;
+                    }
+                }
+                None => {}
+            }
+        }
+        if local {
+            self.dispose_unowned_contexts(&browser, &owners).await;
+        }
+    }
+
+    /// Every live session's context, the scratch sessions' included.
+    fn owners_by_context(&self) -> HashMap<BrowserContextId, Arc<Session>> {
+        let named: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let scratch: Vec<Arc<Session>> = self
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        named
+            .into_iter()
+            .chain(scratch)
+            .filter_map(|session| Some((session.published_context()?, session)))
+            .collect()
+    }
+
+    /// Adopts or closes `pages` (of `session`'s context) that none of its tabs holds, when the
+    /// session is idle; a busy one does that itself on its next look at its tabs.
+    async fn sweep_session(
+        &self,
+        session: &Arc<Session>,
+        browser: &Arc<BrowserHandle>,
+        pages: &[TargetInfo],
+    ) {
+        let Ok(state) = session.state.clone().try_lock_owned() else {
+            return;
+        };
+        let current = state
+            .browser
+            .as_ref()
+            .is_some_and(|b| b.generation == browser.generation);
+        let held = |state: &SessionState, page: &TargetInfo| {
+            state.tabs.iter().any(|t| t.target_id() == &page.target_id)
+                || state.closed_targets.contains(&page.target_id)
+        };
+        if !current || pages.iter().all(|page| held(&state, page)) {
+            return;
+        }
+        let mut guard = self.guard(session.clone(), state, browser.clone(), Instant::now());
+        guard.quiet = true;
+        if let Ok(adopted) = guard.sync_tabs().await {
+            self.strays_adopted
+                .fetch_add(adopted.len() as u64, Ordering::Relaxed);
+        }
+        let unheld: Vec<TargetId> = pages
+            .iter()
+            .filter(|page| !held(&guard.state, page))
+            .map(|page| page.target_id.clone())
+            .collect();
+        for target in unheld {
+            guard.state.closed_targets.insert(target.clone());
+            self.close_stray(browser, target).await;
+        }
+    }
+
+    async fn close_stray(&self, browser: &BrowserHandle, target: TargetId) {
+        let close = browser.browser.execute(CloseTargetParams::new(target));
+        if browser.cdp("closing a stray page", close).await.is_ok() {
+            self.strays_closed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Disposes the contexts that no session owned in this sweep nor in the previous one (a
+    /// context whose creation answered after its call had given up).
+    async fn dispose_unowned_contexts(
+        &self,
+        browser: &BrowserHandle,
+        owners: &HashMap<BrowserContextId, Arc<Session>>,
+    ) {
+        let list = browser.browser.execute(
+            chromiumoxide::cdp::browser_protocol::target::GetBrowserContextsParams::default(),
+        );
+        let Ok(contexts) = browser.cdp("listing browser contexts", list).await else {
+            return;
+        };
+        let unowned: HashSet<BrowserContextId> = contexts
+            .result
+            .browser_context_ids
+            .into_iter()
+            .filter(|c| !owners.contains_key(c))
+            .collect();
+        let previous = std::mem::replace(
+            &mut *self
+                .unowned_contexts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+            unowned.clone(),
+        );
+        for context in unowned.intersection(&previous) {
+            tracing::info!(context = %context.inner(), "closing a browser context no session owns");
+            let dispose = browser.browser.dispose_browser_context(context.clone());
+            let _ = browser.cdp("closing a browser context", dispose).await;
+        }
     }
 
     async fn reap_idle(&self, idle: Duration) {
@@ -454,6 +761,7 @@ impl Session {
         label: Option<String>,
         idle_limit: Option<Duration>,
     ) -> Arc<Self> {
+        let context = ContextMirror::default();
         Arc::new(Self {
             serial: SESSION_SERIAL.fetch_add(1, Ordering::Relaxed),
             label,
@@ -462,9 +770,20 @@ impl Session {
             name,
             tenant,
             scratch,
-            state: Arc::new(tokio::sync::Mutex::new(SessionState::default())),
+            state: Arc::new(tokio::sync::Mutex::new(SessionState {
+                mirror: context.clone(),
+                ..SessionState::default()
+            })),
+            context,
             last_used: Mutex::new(Instant::now()),
         })
+    }
+
+    fn published_context(&self) -> Option<BrowserContextId> {
+        self.context
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn touch(&self) {
@@ -484,11 +803,16 @@ impl SessionState {
     fn reset(&mut self) {
         self.tabs.clear();
         self.active = None;
-        self.context = None;
+        self.set_context(None);
         self.lane = None;
         self.browser = None;
-        self.foreign_targets.clear();
+        self.closed_targets.clear();
         self.init_scripts.clear();
+    }
+
+    fn set_context(&mut self, context: Option<BrowserContextId>) {
+        *self.mirror.lock().unwrap_or_else(|p| p.into_inner()) = context.clone();
+        self.context = context;
     }
 
     /// Closes the browser context (and with it every tab) if the browser is still alive, and
@@ -523,17 +847,30 @@ pub struct SessionGuard {
     uploads: PathBuf,
     /// `discard` closed the context already.
     discarded: bool,
+    admission: Arc<Admission>,
+    /// When the call holding the guard must be done: the admission queue waits until then.
+    deadline: Instant,
+    /// The admission slot this call holds (from a new context or tab to the end of the call:
+    /// the first navigation is part of the cost).
+    ticket: Option<Ticket>,
+    /// How long the call waited in the admission queue.
+    queued: Duration,
+    /// The sweep's guard: looking at an idle session does not make it busy.
+    quiet: bool,
 }
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        self.session.touch();
+        if !self.quiet {
+            self.session.touch();
+        }
         self.session
             .tab_count
             .store(self.state.tabs.len(), Ordering::Relaxed);
         // A job dropped midway (its caller went away) still closes its scratch context.
         if self.session.scratch
             && !self.discarded
+            && !self.quiet
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let session = self.session.clone();
@@ -578,8 +915,12 @@ impl SessionGuard {
         Ok(path)
     }
 
-    /// The active tab, opening a blank one if the session has none.
+    /// The active tab, opening a blank one if the session has none (after adopting its pages
+    /// no tab holds: one whose opening outlasted its call is this session's tab, not a second).
     pub async fn active_tab(&mut self) -> ToolResult<&mut Tab> {
+        if self.state.tabs.is_empty() {
+            self.sync_tabs().await?;
+        }
         let active = self.state.active.clone();
         let index = match active.and_then(|id| self.index_of(&id)) {
             Some(index) => index,
@@ -588,15 +929,82 @@ impl SessionGuard {
                 0
             }
             None => {
-                self.open_tab("about:blank").await?;
+                self.open_tab().await?;
                 self.state.tabs.len() - 1
             }
         };
         Ok(&mut self.state.tabs[index])
     }
 
-    /// Opens a new tab (on `url`, or blank) and makes it active.
-    pub async fn open_tab(&mut self, url: &str) -> ToolResult<&mut Tab> {
+    /// How long this call waited in the admission queue.
+    pub fn queued(&self) -> Duration {
+        self.queued
+    }
+
+    /// Takes an admission slot for this call, unless it holds one already.
+    async fn admitted(&mut self, what: &str) -> ToolResult<()> {
+        if self.ticket.is_none() {
+            let ticket = self.admission.admit(self.deadline, what).await?;
+            self.queued += ticket.queued;
+            self.ticket = Some(ticket);
+        }
+        Ok(())
+    }
+
+    /// A new tab of the session's context with id `id`, on about:blank. Its creation counts
+    /// against the call's deadline; a page Chromium creates after the call gave up is adopted
+    /// by the session's next look at its tabs (or by the sweep).
+    async fn create_tab(&mut self, id: String) -> ToolResult<Tab> {
+        self.admitted("opening a tab").await?;
+        let mut params = CreateTargetParams::new("about:blank");
+        params.browser_context_id = self.state.context.clone();
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let limit = left.clamp(MIN_TAB_CREATION, self.browser.cdp_timeout);
+        let page = self
+            .browser
+            .within(
+                limit,
+                "opening a tab",
+                self.browser.browser.new_page(params),
+            )
+            .await?;
+        let guard = self.document_guard();
+        let tab = Tab::attach(id, page, self.browser.clone(), guard).await?;
+        for script in &self.state.init_scripts {
+            tab.install_script(script).await?;
+        }
+        Ok(tab)
+    }
+
+    /// Replaces tab `id` with a fresh one of the same id if its renderer crashed; returns the
+    /// crashed page's URL then (a reload reopens it).
+    pub async fn replace_if_crashed(&mut self, id: &str) -> ToolResult<Option<String>> {
+        let index = self.index_of(id).ok_or_else(|| no_such_tab(id))?;
+        if !self.state.tabs[index].crashed() {
+            return Ok(None);
+        }
+        let url = self.target_url(self.state.tabs[index].target_id()).await;
+        let fresh = self.create_tab(id.to_string()).await?;
+        let crashed = std::mem::replace(&mut self.state.tabs[index], fresh);
+        tracing::info!(tab = id, "replaced a tab whose renderer crashed");
+        self.forget_page(crashed).await;
+        Ok(url)
+    }
+
+    /// The URL Chromium has for a target (a crashed page's too).
+    async fn target_url(&self, target: &TargetId) -> Option<String> {
+        let info = self.browser.browser.execute(
+            chromiumoxide::cdp::browser_protocol::target::GetTargetInfoParams {
+                target_id: Some(target.clone()),
+            },
+        );
+        let info = self.browser.cdp("reading a target", info).await.ok()?;
+        let url = info.result.target_info.url;
+        (url != "about:blank" && !url.is_empty()).then_some(url)
+    }
+
+    /// Opens a new blank tab and makes it active.
+    pub async fn open_tab(&mut self) -> ToolResult<&mut Tab> {
         if self.state.tabs.len() >= self.max_tabs {
             return Err(ToolError::new(
                 ErrorCode::Limit,
@@ -607,17 +1015,8 @@ impl SessionGuard {
             )
             .with_hint("close tabs you no longer need with browser_tabs action=close"));
         }
-        let mut params = CreateTargetParams::new(url);
-        params.browser_context_id = self.state.context.clone();
-        let page = self
-            .browser
-            .cdp("opening a tab", self.browser.browser.new_page(params))
-            .await?;
-        let guard = self.document_guard();
-        let tab = Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await?;
-        for script in &self.state.init_scripts {
-            tab.install_script(script).await?;
-        }
+        let id = self.next_tab_id();
+        let tab = self.create_tab(id).await?;
         self.state.active = Some(tab.id.clone());
         self.state.tabs.push(tab);
         Ok(self.state.tabs.last_mut().expect("a tab was just pushed"))
@@ -701,29 +1100,40 @@ impl SessionGuard {
     pub async fn close_tab(&mut self, id: &str) -> ToolResult<()> {
         let index = self.index_of(id).ok_or_else(|| no_such_tab(id))?;
         let tab = self.state.tabs.remove(index);
-        let page = tab.page.clone();
-        // The target lingers in `pages()` for a moment; it must not come back as a popup.
-        self.state.foreign_targets.insert(tab.target_id().clone());
-        drop(tab);
-        // A page stuck in a script must not block closing it: give the close a short limit.
-        let _ = self
-            .browser
-            .within(Duration::from_secs(3), "closing a tab", page.close())
-            .await;
+        self.forget_page(tab).await;
         if self.state.active.as_deref() == Some(id) {
             self.state.active = self.state.tabs.last().map(|t| t.id.clone());
         }
         Ok(())
     }
 
-    /// Adopts pages opened by the session's own pages (popups, `target=_blank`) as tabs and
-    /// forgets tabs whose page has closed. Returns the ids of adopted tabs.
-    pub async fn sync_tabs(&mut self) -> ToolResult<Vec<String>> {
-        let pages = self
+    /// Closes a tab's page, which is no tab any more.
+    async fn forget_page(&mut self, tab: Tab) {
+        let page = tab.page.clone();
+        // Chromium lists the target for a moment longer; it must not come back as a popup.
+        self.state.closed_targets.insert(tab.target_id().clone());
+        drop(tab);
+        // A page stuck in a script must not block closing it: give the close a short limit.
+        let _ = self
             .browser
-            .cdp("listing pages", self.browser.browser.pages())
-            .await?;
-        let live: HashSet<TargetId> = pages.iter().map(|p| p.target_id().clone()).collect();
+            .within(Duration::from_secs(3), "closing a tab", page.close())
+            .await;
+    }
+
+    /// Adopts the pages of the session's context that no tab holds (popups, `target=_blank`,
+    /// a tab whose opening outlasted its call) and forgets tabs whose page has closed. Returns
+    /// the ids of adopted tabs.
+    pub async fn sync_tabs(&mut self) -> ToolResult<Vec<String>> {
+        let targets = list_pages(&self.browser).await?;
+        let all: HashSet<&TargetId> = targets.iter().map(|t| &t.target_id).collect();
+        self.state.closed_targets.retain(|t| all.contains(t));
+        let live: Vec<TargetId> = targets
+            .iter()
+            .filter(|t| {
+                t.browser_context_id.is_some() && t.browser_context_id == self.state.context
+            })
+            .map(|t| t.target_id.clone())
+            .collect();
         self.state.tabs.retain(|t| live.contains(t.target_id()));
         if self
             .state
@@ -734,30 +1144,17 @@ impl SessionGuard {
             self.state.active = self.state.tabs.last().map(|t| t.id.clone());
         }
         let mut adopted = Vec::new();
-        for page in pages {
-            let target = page.target_id().clone();
+        for target in live {
             let known = self.state.tabs.iter().any(|t| t.target_id() == &target)
-                || self.state.foreign_targets.contains(&target);
+                || self.state.closed_targets.contains(&target);
             if known {
                 continue;
             }
-            let info = self
-                .browser
-                .cdp(
-                    "reading a target",
-                    self.browser.browser.execute(GetTargetInfoParams {
-                        target_id: Some(target.clone()),
-                    }),
-                )
-                .await;
-            let ours = info.is_ok_and(|info| {
-                info.result.target_info.browser_context_id == self.state.context
-                    && info.result.target_info.r#type == "page"
-            });
-            if !ours {
-                self.state.foreign_targets.insert(target);
+            // chromiumoxide has the page once it has attached to it: until then, a later look
+            // adopts it.
+            let Ok(page) = self.browser.browser.get_page(target.clone()).await else {
                 continue;
-            }
+            };
             // A page can close while it is being adopted; that is no error of this call.
             let guard = self.document_guard();
             match Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await {
@@ -767,7 +1164,7 @@ impl SessionGuard {
                 }
                 Err(error) => {
                     tracing::debug!(target = ?target, message = %error.message, "page vanished before adoption");
-                    self.state.foreign_targets.insert(target);
+                    self.state.closed_targets.insert(target);
                 }
             }
         }
@@ -789,6 +1186,22 @@ impl SessionGuard {
         }
         Ok(infos)
     }
+}
+
+/// A tab's creation gets at least this long, whatever is left of its call: cut shorter, it
+/// would only leave a page for the sweep.
+const MIN_TAB_CREATION: Duration = Duration::from_millis(100);
+
+/// Chromium's pages (with their contexts), in one browser-side call.
+async fn list_pages(browser: &BrowserHandle) -> ToolResult<Vec<TargetInfo>> {
+    let list = browser.browser.execute(GetTargetsParams::default());
+    let targets = browser.cdp("listing pages", list).await?;
+    Ok(targets
+        .result
+        .target_infos
+        .into_iter()
+        .filter(|t| t.r#type == "page")
+        .collect())
 }
 
 fn no_such_tab(id: &str) -> ToolError {

@@ -11,7 +11,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::frames::Doc;
-use super::pool::browser_died;
 use super::tab::{Tab, lock};
 use crate::error::{ErrorCode, ToolResult};
 
@@ -186,9 +185,7 @@ impl Tab {
         let mut loaded_at: Option<Instant> = None;
         loop {
             abort()?;
-            if !self.browser.is_alive() {
-                return Err(browser_died());
-            }
+            self.liveness.check()?;
             let committed = goal
                 .commits_before
                 .is_none_or(|before| self.main_commits() > before);

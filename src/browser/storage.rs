@@ -127,8 +127,7 @@ impl Tab {
     /// attached from now on included.
     pub(crate) async fn install_script(&self, script: &str) -> ToolResult<()> {
         let params = AddScriptToEvaluateOnNewDocumentParams::new(script);
-        self.browser
-            .cdp("installing a script", self.page.execute(params))
+        self.cdp("installing a script", self.page.execute(params))
             .await?;
         self.scripts
             .lock()

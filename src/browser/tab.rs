@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::Command;
 use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::inspector::{
+    EnableParams as InspectorEnableParams, EventTargetCrashed,
+};
 use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
     ResourceType,
@@ -19,6 +22,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
 use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExceptionDetails};
 use futures::StreamExt;
 use serde::Serialize;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::frames::{Doc, Frames, InitScripts};
@@ -142,7 +146,75 @@ pub struct Tab {
     pub(crate) scripts: InitScripts,
     /// The session's lane of the egress proxy: why a connection of the tab failed.
     pub(crate) lane: Option<Arc<Lane>>,
+    /// Whether the browser and this tab's renderer still answer.
+    pub(crate) liveness: Liveness,
     watcher: JoinHandle<()>,
+}
+
+/// What a CDP call on a tab races against: the browser dying, and the tab's renderer crashing
+/// (out of memory, a crash). Either ends the call at once instead of at its time limit.
+#[derive(Clone)]
+pub(crate) struct Liveness {
+    browser: Arc<BrowserHandle>,
+    crashed: watch::Receiver<bool>,
+}
+
+impl Liveness {
+    /// `BROWSER_UNAVAILABLE` once the browser is gone or the renderer crashed.
+    pub(crate) fn check(&self) -> ToolResult<()> {
+        if !self.browser.is_alive() {
+            return Err(super::pool::browser_died());
+        }
+        if *self.crashed.borrow() {
+            return Err(renderer_crashed());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn crashed(&self) -> bool {
+        *self.crashed.borrow()
+    }
+
+    /// Runs one CDP call on the tab under the command timeout.
+    pub(crate) async fn cdp<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> ToolResult<T> {
+        self.within(self.browser.cdp_timeout, what, call).await
+    }
+
+    /// Like `cdp`, with an explicit time limit.
+    pub(crate) async fn within<T, E: std::fmt::Display>(
+        &self,
+        limit: Duration,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> ToolResult<T> {
+        self.check()?;
+        let mut crashed = self.crashed.clone();
+        let crash = async move {
+            // An error means the watcher is gone (the tab is being dropped): nothing to learn.
+            let seen = crashed.wait_for(|crashed| *crashed).await.is_ok();
+            if !seen {
+                std::future::pending::<()>().await;
+            }
+            renderer_crashed()
+        };
+        tokio::select! {
+            result = self.browser.within(limit, what, call) => result,
+            error = crash => Err(error),
+        }
+    }
+}
+
+/// The error of a call on a tab whose renderer crashed.
+pub(crate) fn renderer_crashed() -> ToolError {
+    ToolError::new(
+        ErrorCode::BrowserUnavailable,
+        "the tab's renderer crashed (out of memory, or a crash); the tab shows nothing any more",
+    )
+    .with_hint("the tab's renderer crashed; browser_navigate opens a fresh one")
 }
 
 impl Drop for Tab {
@@ -161,9 +233,15 @@ impl Tab {
     ) -> ToolResult<Self> {
         let events = Arc::new(Mutex::new(TabEvents::default()));
         let lane = guard.lane().cloned();
-        let watcher = spawn_watcher(&page, &browser, guard.clone(), events.clone()).await?;
+        let (crashed_tx, crashed) = watch::channel(false);
+        let watcher =
+            spawn_watcher(&page, &browser, guard.clone(), events.clone(), crashed_tx).await?;
+        let liveness = Liveness {
+            browser: browser.clone(),
+            crashed,
+        };
         let install = AddScriptToEvaluateOnNewDocumentParams::new(AGENT_JS);
-        browser
+        liveness
             .cdp("installing the page agent", page.execute(install))
             .await?;
         let scripts = InitScripts::default();
@@ -177,6 +255,7 @@ impl Tab {
             frames,
             scripts,
             lane,
+            liveness,
             watcher,
         };
         // Pages that already have a document (popups) get the agent now as well.
@@ -184,16 +263,30 @@ impl Tab {
         Ok(tab)
     }
 
+    /// Runs one CDP call on this tab: it fails at once if the browser dies or the renderer
+    /// crashes.
+    pub(crate) async fn cdp<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> ToolResult<T> {
+        self.liveness.cdp(what, call).await
+    }
+
+    /// Whether the tab's renderer crashed: it answers nothing until it is replaced.
+    pub fn crashed(&self) -> bool {
+        self.liveness.crashed()
+    }
+
     /// Makes this tab the visible one of its window. A popup covers its opener, and Chromium
     /// acknowledges input to a covered tab only after seconds; a visible one answers at once.
     pub async fn bring_to_front(&self) -> ToolResult<()> {
-        self.browser
-            .cdp(
-                "bringing the tab to the front",
-                self.page.execute(BringToFrontParams::default()),
-            )
-            .await
-            .map(drop)
+        self.cdp(
+            "bringing the tab to the front",
+            self.page.execute(BringToFrontParams::default()),
+        )
+        .await
+        .map(drop)
     }
 
     pub(crate) fn target_id(&self) -> &chromiumoxide::cdp::browser_protocol::target::TargetId {
@@ -221,7 +314,7 @@ impl Tab {
         let call = self.send_to(doc, params);
         let limit = limit.unwrap_or(self.browser.cdp_timeout);
         let result = self
-            .browser
+            .liveness
             .within(limit, "evaluating in the page", call)
             .await?;
         if let Some(details) = &result.exception_details {
@@ -251,8 +344,7 @@ impl Tab {
     }
 
     pub async fn url(&self) -> String {
-        self.browser
-            .cdp("reading the URL", self.page.url())
+        self.cdp("reading the URL", self.page.url())
             .await
             .ok()
             .flatten()
@@ -260,8 +352,7 @@ impl Tab {
     }
 
     pub async fn title(&self) -> String {
-        self.browser
-            .cdp("reading the title", self.page.get_title())
+        self.cdp("reading the title", self.page.get_title())
             .await
             .ok()
             .flatten()
@@ -323,8 +414,16 @@ async fn spawn_watcher(
     browser: &BrowserHandle,
     guard: Arc<DocumentGuard>,
     events: Arc<Mutex<TabEvents>>,
+    crashed: watch::Sender<bool>,
 ) -> ToolResult<JoinHandle<()>> {
     let subscribe = "subscribing to page events";
+    let mut crashes = browser
+        .cdp(subscribe, page.event_listener::<EventTargetCrashed>())
+        .await?;
+    // Chromium reports a renderer crash to a page's clients only with the domain enabled.
+    browser
+        .cdp(subscribe, page.execute(InspectorEnableParams::default()))
+        .await?;
     let mut started = browser
         .cdp(subscribe, page.event_listener::<EventRequestWillBeSent>())
         .await?;
@@ -362,6 +461,7 @@ async fn spawn_watcher(
         )
         .await?;
     let page = page.clone();
+    let crash_count = browser.tab_crashes.clone();
     Ok(tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -411,6 +511,11 @@ async fn spawn_watcher(
                 }
                 Some(event) = dialogs.next() => {
                     answer_dialog(&CdpTarget::Page(page.clone()), &event, &events).await;
+                }
+                Some(_) = crashes.next() => {
+                    tracing::warn!(target = %main_frame, "a tab's renderer crashed");
+                    crash_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    crashed.send_replace(true);
                 }
                 else => break,
             }

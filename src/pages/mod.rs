@@ -205,7 +205,8 @@ impl Pages {
     ) -> ToolResult<Loaded> {
         self.web.client.check_target(url, tenant.policy()).await?;
         let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
-        let turn = tokio::time::timeout(timeout, self.renders.acquire())
+        let ends = tokio::time::Instant::now() + timeout;
+        let turn = tokio::time::timeout_at(ends, self.renders.acquire())
             .await
             .map_err(|_| {
                 ToolError::new(
@@ -219,11 +220,15 @@ impl Pages {
                 .with_hint("call again later, or read the page with mode=http")
             })?
             .map_err(|_| ToolError::internal("the render limit was closed"))?;
-        let mut session = self.browser.scratch_session(tenant, "render").await?;
+        let mut session = self
+            .browser
+            .scratch_session(tenant, "render", ends.into_std())
+            .await?;
         let rendered = async {
-            let tab = session.open_tab("about:blank").await?;
+            let tab = session.open_tab().await?;
+            let left = ends.saturating_duration_since(tokio::time::Instant::now());
             let arrival = tab
-                .navigate(Destination::Url(url.to_string()), None, timeout)
+                .navigate(Destination::Url(url.to_string()), None, left)
                 .await?;
             let html = tab.content(&Scope::Page, Form::Html).await?;
             let final_url = Url::parse(&tab.url().await).unwrap_or_else(|_| url.clone());

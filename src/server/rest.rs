@@ -85,12 +85,88 @@ async fn openapi(Extension(description): Extension<Bytes>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], description).into_response()
 }
 
-/// Prometheus text: tool calls and latencies, live sessions, browser restarts, egress refusals.
+/// Prometheus text: tool calls and latencies, live sessions, browser restarts, egress refusals,
+/// the admission queue, stray pages, the browser's memory.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format 0.0.4.", body = String,
         content_type = "text/plain")))]
 async fn metrics(State(app): State<App>) -> Response {
+    let queue = app.browser.admission();
+    let strays = app.browser.sweep_stats();
+    let pss = app.browser.browser_pss().await.unwrap_or(0);
     let gauges = [
+        Gauge {
+            name: "webpilot_browser_admission_slots",
+            help: "New contexts, tabs and first navigations that may run at once.",
+            kind: "gauge",
+            value: queue.capacity as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_admission_in_use",
+            help: "Admission slots held now.",
+            kind: "gauge",
+            value: queue.in_use as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_admission_queue_length",
+            help: "Calls waiting for an admission slot now.",
+            kind: "gauge",
+            value: queue.waiting as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_admission_admitted_total",
+            help: "Calls admitted (at once or after waiting).",
+            kind: "counter",
+            value: queue.admitted as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_admission_wait_seconds_total",
+            help: "Time admitted calls spent waiting in the queue.",
+            kind: "counter",
+            value: queue.waited_seconds,
+        },
+        Gauge {
+            name: "webpilot_browser_admission_refused_total",
+            help: "Calls refused with LIMIT because their deadline passed in the queue.",
+            kind: "counter",
+            value: queue.refused as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_stray_pages_adopted_total",
+            help: "Pages no tab held that the sweep gave to their session.",
+            kind: "counter",
+            value: strays.adopted as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_stray_pages_closed_total",
+            help: "Pages no session could hold that the sweep closed.",
+            kind: "counter",
+            value: strays.closed as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_tab_crashes_total",
+            help: "Tabs whose renderer crashed.",
+            kind: "counter",
+            value: app.browser.pool.tab_crashes() as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_pages",
+            help: "Pages (tabs) Chromium has, of every session; more than the sessions' tabs are strays.",
+            kind: "gauge",
+            value: app.browser.page_count().await.unwrap_or(0) as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_tabs",
+            help: "Tabs the sessions hold (as their last call left them).",
+            kind: "gauge",
+            value: app.browser.tab_count() as f64,
+        },
+        Gauge {
+            name: "webpilot_browser_pss_bytes",
+            help: "Memory of the browser and all its processes (proportional set size).",
+            kind: "gauge",
+            value: pss as f64,
+        },
         Gauge {
             name: "webpilot_browser_sessions",
             help: "Live browser sessions.",

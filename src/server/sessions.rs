@@ -58,11 +58,13 @@ async fn create(
         serde_path_to_error::deserialize::<_, NewSession>(args)
             .map_err(|e| ToolError::invalid(format!("bad session options: {e}")))
     });
-    let created = options.and_then(|options| {
+    let created = async {
+        let options = options?;
         let idle = options.idle_secs.map(checked_idle).transpose()?;
         let label = options.name.map(checked_label).transpose()?;
-        app.browser.create_private(&tenant, label, idle)
-    });
+        app.browser.create_private(&tenant, label, idle).await
+    }
+    .await;
     json_or_error(created.map(|session| json!({ "session": session })))
 }
 

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
-use crate::browser::{Blocked, SessionGuard, Tab};
+use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::metrics::Metrics;
 use crate::policy::UrlPolicy;
@@ -122,7 +122,8 @@ pub struct Call<'a> {
     span: tracing::Span,
     session_name: String,
     requested_tab: Option<String>,
-    deadline: Duration,
+    /// When the call must be done (`timeout_ms` after it started, or the tool's default).
+    ends: Instant,
     guard: Option<SessionGuard>,
     /// The tab the call worked in, named in the reply.
     used_tab: Option<String>,
@@ -140,9 +141,15 @@ impl<'a> Call<'a> {
         self.tenant.policy()
     }
 
-    /// The time limit of the call (`timeout_ms`, or the tool's default).
-    pub fn deadline(&self) -> Duration {
-        self.deadline
+    /// What is left of the call's time limit (`timeout_ms`, or the tool's default): a wait for
+    /// the session, or in the admission queue, has used up the rest.
+    pub fn time_left(&self) -> Duration {
+        self.ends.saturating_duration_since(Instant::now())
+    }
+
+    /// When the call must be done.
+    pub fn ends(&self) -> Instant {
+        self.ends
     }
 
     /// The call's browser session, opened (and its command lock taken) on first use.
@@ -151,10 +158,21 @@ impl<'a> Call<'a> {
             Some(guard) => guard,
             None => {
                 let browser = &self.ctx.browser;
-                browser.session(&self.tenant, &self.session_name).await?
+                browser
+                    .session(&self.tenant, &self.session_name, self.ends)
+                    .await?
             }
         };
         Ok(self.guard.insert(guard))
+    }
+
+    /// The tab to navigate: the one the call names, or the active one; a tab whose renderer
+    /// crashed is replaced first. Returns the crashed page's URL with it, if it was replaced.
+    pub async fn tab_to_navigate(&mut self) -> ToolResult<(&mut Tab, Option<String>)> {
+        let id = self.tab().await?.id.clone();
+        let session = self.session().await?;
+        let crashed_url = session.replace_if_crashed(&id).await?;
+        Ok((self.use_tab(&id)?, crashed_url))
     }
 
     /// The tab the call names (`tab`), or the session's active tab (opened if there is none).
@@ -171,13 +189,7 @@ impl<'a> Call<'a> {
 
     /// A new tab, which becomes the active one and the call's tab.
     pub async fn new_tab(&mut self) -> ToolResult<&mut Tab> {
-        let id = self
-            .session()
-            .await?
-            .open_tab("about:blank")
-            .await?
-            .id
-            .clone();
+        let id = self.session().await?.open_tab().await?.id.clone();
         self.use_tab(&id)
     }
 
@@ -206,11 +218,14 @@ impl<'a> Call<'a> {
             url: None,
             title: None,
             blocked: Vec::new(),
+            queued_ms: None,
         };
         let Some(guard) = self.guard.as_mut() else {
             return place;
         };
         place.blocked = guard.take_blocked();
+        let queued = guard.queued();
+        place.queued_ms = (queued >= REPORTED_WAIT).then_some(queued.as_millis() as u64);
         let id = self
             .used_tab
             .clone()
@@ -242,6 +257,10 @@ pub struct Place {
     /// refused since its previous call: images, fetches, frames, WebSockets, popups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<Blocked>,
+    /// How long the call waited for its turn to create a browser context or tab (the browser
+    /// was busy), when that was 100 ms or more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<u64>,
 }
 
 /// A browser tool's result.
@@ -361,7 +380,7 @@ async fn respond<T: Tool>(
         span,
         session_name,
         requested_tab: args.tab().map(str::to_string),
-        deadline: deadline(args.timeout_ms(), default_ms)?,
+        ends: started + deadline(args.timeout_ms(), default_ms)?,
         guard: None,
         used_tab: None,
         images: Vec::new(),

@@ -2,7 +2,7 @@
 //! (`ensure_login`), list/clear cookies, and import profiles from other tools.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -182,7 +182,7 @@ impl Tool for Cookies {
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }
-        let deadline = call.deadline();
+        let ends = call.ends();
         Ok(match args.action {
             // Import only writes a file: no session is opened for it.
             Action::Import => import(&store, &call.ctx.files, &args).await?,
@@ -195,7 +195,8 @@ impl Tool for Cookies {
                     (Some(url), true) => {
                         let tab = session.active_tab().await?;
                         let destination = Destination::Url(url.clone());
-                        let arrival = tab.navigate(destination, None, deadline).await?;
+                        let left = ends.saturating_duration_since(Instant::now());
+                        let arrival = tab.navigate(destination, None, left).await?;
                         CookiesOutput::Load(Loaded {
                             navigated_to: Some(url.clone()),
                             status: arrival.status,
@@ -206,7 +207,9 @@ impl Tool for Cookies {
                 }
             }
             Action::EnsureLogin => {
-                ensure_login(&store, call.session().await?, &args, deadline).await?
+                let session = call.session().await?;
+                let left = ends.saturating_duration_since(Instant::now());
+                ensure_login(&store, session, &args, left).await?
             }
             Action::List => list(call.session().await?, &args).await?,
             Action::Clear => CookiesOutput::Clear {

@@ -177,13 +177,14 @@ impl Tool for Interact {
 
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
         check_required(&args)?;
-        let deadline = call.deadline();
         let files = if args.action == Action::Upload {
             upload_files(call, &args).await?
         } else {
             Vec::new()
         };
-        let tab = call.tab().await?;
+        let id = call.tab().await?.id.clone();
+        let deadline = call.time_left();
+        let tab = call.use_tab(&id)?;
         if changes_page(args.action) {
             tab.bring_to_front().await?;
         }

@@ -104,15 +104,21 @@ impl Tool for Navigate {
     const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status, readiness and the first interactive elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
-        let destination = destination(&args)?;
-        let deadline = call.deadline();
-        let tab = if args.new_tab.unwrap_or(false) {
-            call.new_tab().await?
+        let mut destination = destination(&args)?;
+        let id = if args.new_tab.unwrap_or(false) {
+            call.new_tab().await?.id.clone()
         } else {
-            call.tab().await?
+            let (tab, crashed_url) = call.tab_to_navigate().await?;
+            // A reload of a crashed tab reopens its page in the fresh one.
+            if let (Destination::Reload, Some(url)) = (&destination, crashed_url) {
+                destination = Destination::Url(url);
+            }
+            tab.id.clone()
         };
+        let time_left = call.time_left();
+        let tab = call.use_tab(&id)?;
         let arrival = tab
-            .navigate(destination, args.wait_for.as_deref(), deadline)
+            .navigate(destination, args.wait_for.as_deref(), time_left)
             .await?;
         let mut output = NavigateOutput {
             arrival,

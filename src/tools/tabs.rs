@@ -63,7 +63,8 @@ impl Tool for Tabs {
         "List, open (new, optional url), switch to, or close browser tabs by id.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
-        let deadline = call.deadline();
+        call.session().await?;
+        let deadline = call.time_left();
         let session = call.session().await?;
         let action = args.action.unwrap_or_default();
         if matches!(action, Action::Switch | Action::Close) {
@@ -76,7 +77,7 @@ impl Tool for Tabs {
             Action::New => {
                 let url = args.url.as_deref().map(checked_url).transpose()?;
                 let previous = session.active_id().map(str::to_string);
-                let tab = session.open_tab("about:blank").await?;
+                let tab = session.open_tab().await?;
                 if let Some(url) = url {
                     let id = tab.id.clone();
                     match tab.navigate(Destination::Url(url), None, deadline).await {

@@ -3,6 +3,7 @@
 //! 127.0.0.1 serving `fixtures/`.
 #![allow(dead_code)]
 
+pub mod devtools;
 pub mod page_fixtures;
 pub mod python;
 pub mod web_fixtures;

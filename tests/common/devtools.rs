@@ -1,0 +1,117 @@
+//! The test's own view of the service's Chromium: the pages it has (its DevTools `/json/list`)
+//! and its renderer processes (`/proc`), to kill one as the out-of-memory killer would.
+//! (`Page.crash` would not do: Chromium reports such a crash only seconds later.)
+
+use serde_json::Value;
+use webpilot::App;
+
+/// The browser's DevTools WebSocket address.
+pub async fn devtools_ws(app: &App) -> String {
+    let app = app.clone();
+    let browser = app
+        .browser
+        .pool
+        .existing()
+        .await
+        .expect("a browser is running");
+    browser.devtools_address().to_string()
+}
+
+/// Every page target of the browser (all contexts), as `/json/list` describes them.
+pub async fn page_targets(app: &App) -> Vec<Value> {
+    let ws = url::Url::parse(&devtools_ws(app).await).unwrap();
+    let list = format!(
+        "http://{}:{}/json/list",
+        ws.host_str().unwrap(),
+        ws.port().unwrap()
+    );
+    let targets: Vec<Value> = super::client()
+        .get(list)
+        .send()
+        .await
+        .expect("DevTools answers")
+        .json()
+        .await
+        .unwrap();
+    targets
+        .into_iter()
+        .filter(|t| t["type"] == "page")
+        .collect()
+}
+
+/// The target id of the page showing `url_part`.
+pub async fn target_showing(app: &App, url_part: &str) -> String {
+    let pages = page_targets(app).await;
+    let page = pages
+        .iter()
+        .find(|p| p["url"].as_str().is_some_and(|u| u.contains(url_part)))
+        .unwrap_or_else(|| panic!("no page shows {url_part}: {pages:#?}"));
+    page["id"].as_str().unwrap().to_string()
+}
+
+/// The browser's renderer process using the most memory: its pid and resident set in kB.
+pub async fn biggest_renderer(app: &App) -> (u32, u64) {
+    let browser = app
+        .browser
+        .pool
+        .existing()
+        .await
+        .expect("a browser is running");
+    let root = browser.pid().expect("a launched browser");
+    descendants(root)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("--type=renderer"))
+        })
+        .map(|pid| (pid, resident_kb(pid)))
+        .max_by_key(|(_, kb)| *kb)
+        .expect("a renderer runs")
+}
+
+/// Kills (SIGKILL, as the out-of-memory killer does) the renderer using the most memory.
+pub async fn kill_biggest_renderer(app: &App) {
+    let (pid, _) = biggest_renderer(app).await;
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+}
+
+fn descendants(root: u32) -> Vec<u32> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let all: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect();
+    let mut found = vec![root];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(
+            all.iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(pid, _)| *pid),
+        );
+        index += 1;
+    }
+    found.remove(0);
+    found
+}
+
+fn resident_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
