@@ -32,6 +32,28 @@ pub struct Gauge<'a> {
     pub value: f64,
 }
 
+impl<'a> Gauge<'a> {
+    /// A value that goes up and down.
+    pub fn level(name: &'a str, help: &'a str, value: f64) -> Self {
+        Self {
+            name,
+            help,
+            kind: "gauge",
+            value,
+        }
+    }
+
+    /// A total that only grows.
+    pub fn total(name: &'a str, help: &'a str, value: f64) -> Self {
+        Self {
+            name,
+            help,
+            kind: "counter",
+            value,
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Metrics {
     book: Mutex<Book>,

@@ -95,102 +95,86 @@ async fn metrics(State(app): State<App>) -> Response {
     let strays = app.browser.sweep_stats();
     let pss = app.browser.browser_pss().await.unwrap_or(0);
     let gauges = [
-        Gauge {
-            name: "webpilot_browser_admission_slots",
-            help: "New contexts, tabs and first navigations that may run at once.",
-            kind: "gauge",
-            value: queue.capacity as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_admission_in_use",
-            help: "Admission slots held now.",
-            kind: "gauge",
-            value: queue.in_use as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_admission_queue_length",
-            help: "Calls waiting for an admission slot now.",
-            kind: "gauge",
-            value: queue.waiting as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_admission_admitted_total",
-            help: "Calls admitted (at once or after waiting).",
-            kind: "counter",
-            value: queue.admitted as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_admission_wait_seconds_total",
-            help: "Time admitted calls spent waiting in the queue.",
-            kind: "counter",
-            value: queue.waited_seconds,
-        },
-        Gauge {
-            name: "webpilot_browser_admission_refused_total",
-            help: "Calls refused with LIMIT because their deadline passed in the queue.",
-            kind: "counter",
-            value: queue.refused as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_stray_pages_adopted_total",
-            help: "Pages no tab held that the sweep gave to their session.",
-            kind: "counter",
-            value: strays.adopted as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_stray_pages_closed_total",
-            help: "Pages no session could hold that the sweep closed.",
-            kind: "counter",
-            value: strays.closed as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_tab_crashes_total",
-            help: "Tabs whose renderer crashed.",
-            kind: "counter",
-            value: app.browser.pool.tab_crashes() as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_pages",
-            help: "Pages (tabs) Chromium has, of every session; more than the sessions' tabs are strays.",
-            kind: "gauge",
-            value: app.browser.page_count().await.unwrap_or(0) as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_tabs",
-            help: "Tabs the sessions hold (as their last call left them).",
-            kind: "gauge",
-            value: app.browser.tab_count() as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_pss_bytes",
-            help: "Memory of the browser and all its processes (proportional set size).",
-            kind: "gauge",
-            value: pss as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_sessions",
-            help: "Live browser sessions.",
-            kind: "gauge",
-            value: app.browser.session_count() as f64,
-        },
-        Gauge {
-            name: "webpilot_browser_restarts_total",
-            help: "Times Chromium was relaunched after it died.",
-            kind: "counter",
-            value: app.browser.pool.restarts() as f64,
-        },
-        Gauge {
-            name: "webpilot_auth_failures_total",
-            help: "Requests refused for a missing or wrong bearer token.",
-            kind: "counter",
-            value: app.registry.metrics().auth_failures() as f64,
-        },
-        Gauge {
-            name: "webpilot_egress_refused_total",
-            help: "Connections and documents of the browser that the URL policy refused.",
-            kind: "counter",
-            value: app.browser.pool.egress_refused() as f64,
-        },
+        Gauge::level(
+            "webpilot_browser_admission_slots",
+            "New contexts, tabs and first navigations that may run at once.",
+            queue.capacity as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_admission_in_use",
+            "Admission slots held now.",
+            queue.in_use as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_admission_queue_length",
+            "Calls waiting for an admission slot now.",
+            queue.waiting as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_admission_admitted_total",
+            "Calls admitted (at once or after waiting).",
+            queue.admitted as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_admission_wait_seconds_total",
+            "Time admitted calls spent waiting in the queue.",
+            queue.waited_seconds,
+        ),
+        Gauge::total(
+            "webpilot_browser_admission_refused_total",
+            "Calls refused with LIMIT because their deadline passed in the queue.",
+            queue.refused as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_stray_pages_adopted_total",
+            "Pages no tab held that the sweep gave to their session.",
+            strays.adopted as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_stray_pages_closed_total",
+            "Pages no session could hold that the sweep closed.",
+            strays.closed as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_tab_crashes_total",
+            "Tabs whose renderer crashed.",
+            app.browser.pool.tab_crashes() as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_pages",
+            "Pages (tabs) Chromium has, of every session; more than the sessions' tabs are strays.",
+            app.browser.page_count().await.unwrap_or(0) as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_tabs",
+            "Tabs the sessions hold (as their last call left them).",
+            app.browser.tab_count() as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_pss_bytes",
+            "Memory of the browser and all its processes (proportional set size).",
+            pss as f64,
+        ),
+        Gauge::level(
+            "webpilot_browser_sessions",
+            "Live browser sessions.",
+            app.browser.session_count() as f64,
+        ),
+        Gauge::total(
+            "webpilot_browser_restarts_total",
+            "Times Chromium was relaunched after it died.",
+            app.browser.pool.restarts() as f64,
+        ),
+        Gauge::total(
+            "webpilot_auth_failures_total",
+            "Requests refused for a missing or wrong bearer token.",
+            app.registry.metrics().auth_failures() as f64,
+        ),
+        Gauge::total(
+            "webpilot_egress_refused_total",
+            "Connections and documents of the browser that the URL policy refused.",
+            app.browser.pool.egress_refused() as f64,
+        ),
     ];
     let text = app.registry.metrics().render(&gauges);
     (

@@ -2,19 +2,24 @@
 //! and its renderer processes (`/proc`), to kill one as the out-of-memory killer would.
 //! (`Page.crash` would not do: Chromium reports such a crash only seconds later.)
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use webpilot::App;
+use webpilot::browser::BrowserHandle;
 
-/// The browser's DevTools WebSocket address.
-pub async fn devtools_ws(app: &App) -> String {
-    let app = app.clone();
-    let browser = app
-        .browser
+/// The service's running browser.
+async fn browser(app: &App) -> Arc<BrowserHandle> {
+    app.browser
         .pool
         .existing()
         .await
-        .expect("a browser is running");
-    browser.devtools_address().to_string()
+        .expect("a browser is running")
+}
+
+/// The browser's DevTools WebSocket address.
+pub async fn devtools_ws(app: &App) -> String {
+    browser(app).await.devtools_address().to_string()
 }
 
 /// Every page target of the browser (all contexts), as `/json/list` describes them.
@@ -51,13 +56,7 @@ pub async fn target_showing(app: &App, url_part: &str) -> String {
 
 /// The browser's renderer process using the most memory: its pid and resident set in kB.
 pub async fn biggest_renderer(app: &App) -> (u32, u64) {
-    let browser = app
-        .browser
-        .pool
-        .existing()
-        .await
-        .expect("a browser is running");
-    let root = browser.pid().expect("a launched browser");
+    let root = browser(app).await.pid().expect("a launched browser");
     descendants(root)
         .into_iter()
         .filter(|pid| {
