@@ -11,7 +11,10 @@ A flow is: navigate to a light local page (fixtures/light.html), read its elemen
     are closed (the first burst raises the browser process's heap once, to a level later rounds
     come back to), and the pages Chromium still has that no session holds (strays);
   * 100 sessions requested at once with max_sessions = 64: how many ran, were refused (LIMIT,
-    and how fast), timed out.
+    and how fast), timed out;
+  * on a second service with browser_recycle_idle_secs = 3: PSS of the browser after one flow,
+    then after a burst whose sessions are closed and the unused browser recycled, after one
+    flow again.
 
   python3 bench/load.py --bin target/release/webpilot
 """
@@ -175,6 +178,33 @@ def settled_memory(api: str, deadline_s: float = 30) -> dict[str, float]:
         previous = values
 
 
+def recycle_phase(binary: str, page: str) -> dict:
+    """A service that closes its browser 3 s after the last session: memory before a burst and
+    after it, each measured after one flow on the (fresh) browser."""
+    os.environ["WEBPILOT_BROWSER_RECYCLE_IDLE_SECS"] = "3"
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc, api = start_webpilot(binary, data_dir)
+        try:
+            def after_one_flow(name: str) -> float:
+                assert flow(api, name, page)["error"] is None
+                return settled_memory(api)["webpilot_browser_pss_bytes"]
+
+            before = after_one_flow("before")
+            run_burst(api, page, "recycle")
+            close_all(api)
+            started = time.perf_counter()
+            while metrics(api)["webpilot_browser_recycled_total"] < 1 and time.perf_counter() - started < 60:
+                time.sleep(0.5)
+            recycled = metrics(api)["webpilot_browser_recycled_total"]
+            after = after_one_flow("after")
+            close_all(api)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return {"pss_before_mib": round(before / 2**20, 1), "pss_after_mib": round(after / 2**20, 1),
+            "recycled": int(recycled)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "webpilot"))
@@ -183,6 +213,8 @@ def main():
     args = parser.parse_args()
     page = serve_fixtures() + "/light.html"
     os.environ["WEBPILOT_MAX_SESSIONS"] = str(MAX_SESSIONS)
+    # The rounds show what one long-lived browser does with its memory.
+    os.environ["WEBPILOT_BROWSER_RECYCLE_IDLE_SECS"] = "0"
     rounds = []
     with tempfile.TemporaryDirectory() as data_dir:
         proc, api = start_webpilot(args.bin, data_dir)
@@ -228,6 +260,7 @@ def main():
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    recycled = recycle_phase(args.bin, page)
     ratios = [r["ratio"] for r in rounds]
     result = {
         "sessions": SESSIONS, "rounds": rounds,
@@ -237,6 +270,7 @@ def main():
         "pss_after_first_round_mib": round(after_rounds[0] / 2**20, 1),
         "pss_after_last_round_mib": round(after_rounds[-1] / 2**20, 1),
         "stray_pages": strays,
+        "recycle": recycled,
         "many": {"requested": REQUESTED, "max_sessions": MAX_SESSIONS, "codes": codes, "seconds": round(many_s, 2),
                  "limit_answer_max_ms": round(1000 * max(limit_times), 1) if limit_times else None},
     }
@@ -250,6 +284,9 @@ def main():
     print(f"| browser memory once the sessions are closed | PSS {result['pss_cold_mib']} MiB cold, "
           f"{result['pss_after_first_round_mib']} MiB after round 1, {result['pss_after_last_round_mib']} MiB after "
           f"round {len(rounds)}; {strays:.0f} stray pages |")
+    print(f"| the same with browser_recycle_idle_secs 3 | PSS {recycled['pss_before_mib']} MiB after one flow, "
+          f"{recycled['pss_after_mib']} MiB after a burst of {SESSIONS}, its sessions closed, the browser recycled "
+          f"({recycled['recycled']}) and one flow again |")
     print(f"| {REQUESTED} sessions at once, max_sessions {MAX_SESSIONS} | {codes} ; LIMIT answered within "
           f"{result['many']['limit_answer_max_ms']} ms |")
 

@@ -55,6 +55,9 @@ pub struct Config {
     /// How often Chromium's pages are compared with the sessions' tabs (strays are adopted or
     /// closed), in milliseconds.
     pub browser_sweep_ms: u64,
+    /// A launched browser no session has used for this long is closed (the next call starts a
+    /// fresh one, with the memory of a fresh one); none keeps it.
+    pub browser_recycle_idle_secs: Option<u64>,
     /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
     pub shutdown_grace_secs: u64,
     /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
@@ -338,6 +341,7 @@ impl Default for Config {
             browser_concurrency: None,
             browser_max_pss_mb: None,
             browser_sweep_ms: 30_000,
+            browser_recycle_idle_secs: Some(300),
             shutdown_grace_secs: 10,
             rate: Default::default(),
             keys: Vec::new(),
@@ -411,6 +415,9 @@ pub struct ConfigArgs {
     /// Refuse new sessions while the browser uses more memory (PSS, MB) than this.
     #[arg(long, env = "WEBPILOT_BROWSER_MAX_PSS_MB", global = true)]
     pub browser_max_pss_mb: Option<u64>,
+    /// Close the browser once no session has lived for this many seconds (default 300; 0 never).
+    #[arg(long, env = "WEBPILOT_BROWSER_RECYCLE_IDLE_SECS", global = true)]
+    pub browser_recycle_idle_secs: Option<u64>,
     /// Seconds calls in flight may run on after SIGINT/SIGTERM (default 10).
     #[arg(long, env = "WEBPILOT_SHUTDOWN_GRACE_SECS", global = true)]
     pub shutdown_grace_secs: Option<u64>,
@@ -583,6 +590,9 @@ impl Config {
         }
         if args.browser_max_pss_mb.is_some() {
             self.browser_max_pss_mb = args.browser_max_pss_mb;
+        }
+        if let Some(secs) = args.browser_recycle_idle_secs {
+            self.browser_recycle_idle_secs = (secs > 0).then_some(secs);
         }
         set(&mut self.shutdown_grace_secs, &args.shutdown_grace_secs);
         if args.token.is_some() {

@@ -155,3 +155,49 @@ async fn over_the_memory_watermark_new_sessions_are_refused_and_live_ones_go_on(
         "a browser with a page uses more: {pss}"
     );
 }
+
+/// Once no session has lived for `browser_recycle_idle_secs`, the browser is closed (counted,
+/// not as a restart), and the next call starts a fresh one.
+#[tokio::test]
+async fn an_unused_browser_is_closed_and_the_next_call_starts_a_fresh_one() {
+    let harness = common::start(webpilot::config::Config {
+        browser_recycle_idle_secs: Some(1),
+        ..common::loopback_config()
+    });
+    let (api, app) = (harness.api.clone(), harness.app.clone());
+    let page = harness.page("light.html");
+    let args = json!({ "session": "brief", "target": page });
+    assert_eq!(call_at(&api, "browser_navigate", args).await.0, 200);
+    let pid =
+        |app: webpilot::App| async move { app.browser.pool.existing().await.and_then(|b| b.pid()) };
+    let first = pid(app.clone()).await.expect("a browser runs");
+    let closed = common::client()
+        .delete(format!("{api}/api/sessions/brief"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    eventually(
+        "the unused browser is closed",
+        Duration::from_secs(20),
+        || {
+            let app = app.clone();
+            async move { pid(app).await.is_none() }
+        },
+    )
+    .await;
+    let metrics = common::get_text(&format!("{api}/metrics"), None).await;
+    assert!(
+        metrics.contains("webpilot_browser_recycled_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("webpilot_browser_restarts_total 0"),
+        "{metrics}"
+    );
+
+    let args = json!({ "session": "later", "target": page });
+    let (status, body) = call_at(&api, "browser_navigate", args).await;
+    assert_eq!(status, 200, "{body:#}");
+    assert_ne!(pid(app).await, Some(first), "a fresh browser");
+}

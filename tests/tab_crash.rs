@@ -1,6 +1,6 @@
 //! A tab's renderer dying (killed for its memory, a crash): the call in flight on it and the
 //! next one fail within a second, the next navigate replaces the tab, and other sessions never
-//! notice.
+//! notice. A tab whose page closes itself ends the call waiting on it just as fast.
 
 mod common;
 
@@ -89,4 +89,51 @@ async fn a_crashed_tab_fails_at_once_and_the_next_navigate_replaces_it() {
     assert_eq!(read["tab"], bystander["tab"]);
     assert!(read["url"].as_str().unwrap().contains("bystander"));
     assert!(read["content"].as_str().unwrap().contains("Ready to count"));
+}
+
+/// A window that closes itself while a call waits on it: the call ends at once with
+/// `NO_SUCH_TAB`, not at its time limit, and the opener goes on.
+#[tokio::test]
+async fn a_tab_whose_page_closes_itself_ends_the_call_waiting_on_it() {
+    let s = "closing";
+    ok(
+        "browser_navigate",
+        json!({ "session": s, "target": harness().page("closing.html") }),
+    )
+    .await;
+    let lines = common::element_lines(s).await;
+    let button = common::ref_of(&lines, "Open the short-lived window");
+    let clicked = ok(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": button }),
+    )
+    .await;
+    let popup = clicked["new_tabs"][0]
+        .as_str()
+        .expect("the window is a tab")
+        .to_string();
+
+    let asked = Instant::now();
+    let (status, body) = call(
+        "browser_interact",
+        json!({ "session": s, "tab": popup, "action": "wait", "until": "never shown", "timeout_ms": 20000 }),
+    )
+    .await;
+    assert_eq!(status, 404, "{body:#}");
+    assert_eq!(body["error"]["code"], "NO_SUCH_TAB");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+
+    let (_, tabs) = call("browser_tabs", json!({ "session": s })).await;
+    let tabs = tabs["tabs"].as_array().unwrap().clone();
+    assert_eq!(tabs.len(), 1, "{tabs:#?}");
+    let read = ok(
+        "browser_read",
+        json!({ "session": s, "tab": tabs[0]["tab"], "mode": "text" }),
+    )
+    .await;
+    assert!(read["content"].as_str().unwrap().contains("Opener"));
 }

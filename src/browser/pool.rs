@@ -48,6 +48,8 @@ pub struct BrowserPool {
     closed: std::sync::atomic::AtomicBool,
     /// Tabs whose renderer crashed, every generation.
     tab_crashes: Arc<AtomicU64>,
+    /// Browsers closed because nothing used them (`recycle_if`).
+    recycled: AtomicU64,
 }
 
 /// One running (or connected) Chromium.
@@ -57,6 +59,9 @@ pub struct BrowserHandle {
     pub generation: u64,
     /// `true` while the browser is usable; flipped once by the watchdog or the handler task.
     alive: watch::Receiver<bool>,
+    /// Set when webpilot closes the browser: its tabs going away then is the browser's end,
+    /// not theirs.
+    closing: std::sync::atomic::AtomicBool,
     /// Process id of a launched browser (none when connected remotely).
     pid: Option<u32>,
     /// Drives the CDP connection; aborted on drop.
@@ -117,7 +122,29 @@ impl BrowserPool {
             egress,
             closed: Default::default(),
             tab_crashes: Default::default(),
+            recycled: AtomicU64::new(0),
         }
+    }
+
+    /// Closes a launched browser if `unused()` still holds while no launch can race it; the
+    /// next call starts a fresh one. A long-lived Chromium keeps the heap its busiest moment
+    /// needed; a fresh one starts small. Returns whether it closed one.
+    pub async fn recycle_if(&self, unused: impl FnOnce() -> bool) -> bool {
+        let mut slot = self.current.lock().await;
+        let launched_here = slot.as_ref().is_some_and(|h| h.pid.is_some());
+        if !launched_here || !unused() {
+            return false;
+        }
+        if let Some(handle) = slot.take() {
+            handle.shutdown().await;
+            self.recycled.fetch_add(1, Ordering::SeqCst);
+        }
+        true
+    }
+
+    /// Browsers closed because nothing used them, since start.
+    pub fn recycled(&self) -> u64 {
+        self.recycled.load(Ordering::SeqCst)
     }
 
     /// Tabs whose renderer crashed since start.
@@ -160,9 +187,10 @@ impl BrowserPool {
         self.current.lock().await.clone().filter(|h| h.is_alive())
     }
 
-    /// How many browsers were started after the first one (crash recoveries).
+    /// How many browsers were started after one died (crash recoveries; not recycling).
     pub fn restarts(&self) -> u64 {
-        self.generations.load(Ordering::SeqCst).saturating_sub(1)
+        let generations = self.generations.load(Ordering::SeqCst);
+        generations.saturating_sub(1 + self.recycled())
     }
 
     /// Closes the browser and removes its temporary profile; no browser is launched after.
@@ -247,6 +275,7 @@ impl BrowserPool {
             pid,
             handler_task,
             watchdog_task,
+            closing: Default::default(),
             _profile_dir: profile_dir,
             cdp_timeout,
             downloads,
@@ -542,8 +571,9 @@ async fn remote_answers(ws: &str) -> bool {
 }
 
 impl BrowserHandle {
+    /// Usable: running, and not being closed.
     pub fn is_alive(&self) -> bool {
-        *self.alive.borrow()
+        *self.alive.borrow() && !self.closing.load(Ordering::SeqCst)
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -599,7 +629,9 @@ impl BrowserHandle {
 
     /// Asks Chromium to close, waits for the process to exit, and kills it if it does not.
     async fn shutdown(&self) {
-        if self.is_alive() {
+        let running = self.is_alive();
+        self.closing.store(true, Ordering::SeqCst);
+        if running {
             let close = self.browser.execute(CloseParams::default());
             let _ = tokio::time::timeout(Duration::from_millis(CLOSE_GRACE_MS), close).await;
         }

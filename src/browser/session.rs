@@ -53,6 +53,8 @@ pub struct BrowserService {
     strays_closed: AtomicU64,
     /// Contexts no session owned in the previous sweep (disposed if still so in this one).
     unowned_contexts: Mutex<HashSet<BrowserContextId>>,
+    /// Since when no session has been live (for recycling the browser).
+    unused_since: Mutex<Option<Instant>>,
 }
 
 /// A session's tenant name (empty for the operator) and its own name.
@@ -163,6 +165,7 @@ impl BrowserService {
             strays_adopted: AtomicU64::new(0),
             strays_closed: AtomicU64::new(0),
             unowned_contexts: Mutex::new(HashSet::new()),
+            unused_since: Mutex::new(None),
         })
     }
 
@@ -501,6 +504,38 @@ impl BrowserService {
         self.every(sweep_every, &stop, tasks, |service| async move {
             service.sweep().await
         });
+        if let Some(secs) = self.config.browser_recycle_idle_secs.filter(|s| *s > 0) {
+            let after = Duration::from_secs(secs);
+            let every = (after / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+            self.every(every, &stop, tasks, move |service| async move {
+                service.recycle_when_unused(after).await
+            });
+        }
+    }
+
+    /// Closes the browser once no session (scratch ones included) has lived for `after`.
+    async fn recycle_when_unused(&self, after: Duration) {
+        let since = {
+            let mut since = self.unused_since.lock().unwrap_or_else(|p| p.into_inner());
+            if !self.unused() {
+                *since = None;
+                return;
+            }
+            *since.get_or_insert_with(Instant::now)
+        };
+        if since.elapsed() >= after && self.pool.recycle_if(|| self.unused()).await {
+            tracing::info!(
+                unused_secs = since.elapsed().as_secs(),
+                "closed the unused browser: the next call starts a fresh one"
+            );
+            *self.unused_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    /// No session is live, not even a scratch one.
+    fn unused(&self) -> bool {
+        let scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        self.session_count() == 0 && scratch.iter().all(|s| s.strong_count() == 0)
     }
 
     /// Runs `chore` every `period` on the service, while it lives and `stop` is not cancelled.

@@ -474,6 +474,7 @@ impl Tab {
         let deadline = Instant::now() + timeout;
         let probe = probe_expression(Some(target), None);
         loop {
+            self.liveness.check()?;
             let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
             let found = match self.evaluate_in(&Doc::Top, &probe, Some(limit)).await {
                 Ok(value) => value.get("found").and_then(serde_json::Value::as_bool),

@@ -151,28 +151,61 @@ pub struct Tab {
     watcher: JoinHandle<()>,
 }
 
-/// What a CDP call on a tab races against: the browser dying, and the tab's renderer crashing
-/// (out of memory, a crash). Either ends the call at once instead of at its time limit.
+/// How a tab's page ended, if it did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Ending {
+    /// Its renderer died (out of memory, a crash): the tab shows nothing until it is replaced.
+    Crashed,
+    /// The page is gone (it closed itself, or was closed from elsewhere).
+    Closed,
+}
+
+impl Ending {
+    fn error(self) -> ToolError {
+        match self {
+            Ending::Crashed => renderer_crashed(),
+            Ending::Closed => ToolError::new(
+                ErrorCode::NoSuchTab,
+                "the tab's page closed (it closed itself, or something else closed it)",
+            )
+            .with_hint("list the session's tabs with browser_tabs action=list"),
+        }
+    }
+}
+
+/// What a CDP call on a tab races against: the browser dying, the tab's renderer crashing
+/// (out of memory, a crash) and its page closing. Each ends the call at once instead of at its
+/// time limit.
 #[derive(Clone)]
 pub(crate) struct Liveness {
     browser: Arc<BrowserHandle>,
-    crashed: watch::Receiver<bool>,
+    ended: watch::Receiver<Option<Ending>>,
 }
 
 impl Liveness {
-    /// `BROWSER_UNAVAILABLE` once the browser is gone or the renderer crashed.
+    /// An error once the browser is gone, the renderer crashed or the page closed.
     pub(crate) fn check(&self) -> ToolResult<()> {
         if !self.browser.is_alive() {
             return Err(super::pool::browser_died());
         }
-        if *self.crashed.borrow() {
-            return Err(renderer_crashed());
+        match *self.ended.borrow() {
+            Some(ending) => Err(ending.error()),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// The error of a tab that ended: the browser's end when the browser is going (closing it
+    /// closes every tab first), else the tab's own.
+    fn failure(&self, ending: Ending) -> ToolError {
+        if self.browser.is_alive() {
+            ending.error()
+        } else {
+            super::pool::browser_died()
+        }
     }
 
     pub(crate) fn crashed(&self) -> bool {
-        *self.crashed.borrow()
+        *self.ended.borrow() == Some(Ending::Crashed)
     }
 
     /// Runs one CDP call on the tab under the command timeout.
@@ -192,18 +225,21 @@ impl Liveness {
         call: impl Future<Output = Result<T, E>>,
     ) -> ToolResult<T> {
         self.check()?;
-        let mut crashed = self.crashed.clone();
-        let crash = async move {
+        let mut ended = self.ended.clone();
+        let end = async move {
             // An error means the watcher is gone (the tab is being dropped): nothing to learn.
-            let seen = crashed.wait_for(|crashed| *crashed).await.is_ok();
-            if !seen {
-                std::future::pending::<()>().await;
+            let ending = match ended.wait_for(Option::is_some).await {
+                Ok(ending) => *ending,
+                Err(_) => None,
+            };
+            match ending {
+                Some(ending) => self.failure(ending),
+                None => std::future::pending().await,
             }
-            renderer_crashed()
         };
         tokio::select! {
             result = self.browser.within(limit, what, call) => result,
-            error = crash => Err(error),
+            error = end => Err(error),
         }
     }
 }
@@ -233,12 +269,11 @@ impl Tab {
     ) -> ToolResult<Self> {
         let events = Arc::new(Mutex::new(TabEvents::default()));
         let lane = guard.lane().cloned();
-        let (crashed_tx, crashed) = watch::channel(false);
-        let watcher =
-            spawn_watcher(&page, &browser, guard.clone(), events.clone(), crashed_tx).await?;
+        let (ending, ended) = watch::channel(None);
+        let watcher = spawn_watcher(&page, &browser, guard.clone(), events.clone(), ending).await?;
         let liveness = Liveness {
             browser: browser.clone(),
-            crashed,
+            ended,
         };
         let install = AddScriptToEvaluateOnNewDocumentParams::new(AGENT_JS);
         liveness
@@ -414,11 +449,21 @@ async fn spawn_watcher(
     browser: &BrowserHandle,
     guard: Arc<DocumentGuard>,
     events: Arc<Mutex<TabEvents>>,
-    crashed: watch::Sender<bool>,
+    ending: watch::Sender<Option<Ending>>,
 ) -> ToolResult<JoinHandle<()>> {
     let subscribe = "subscribing to page events";
     let mut crashes = browser
         .cdp(subscribe, page.event_listener::<EventTargetCrashed>())
+        .await?;
+    // A target's end is reported to the browser's session, for every target: the watcher
+    // keeps its own.
+    let mut destroyed = browser
+        .cdp(
+            subscribe,
+            browser
+                .browser
+                .event_listener::<chromiumoxide::cdp::browser_protocol::target::EventTargetDestroyed>(),
+        )
         .await?;
     // Chromium reports a renderer crash to a page's clients only with the domain enabled.
     browser
@@ -515,7 +560,18 @@ async fn spawn_watcher(
                 Some(_) = crashes.next() => {
                     tracing::warn!(target = %main_frame, "a tab's renderer crashed");
                     crash_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    crashed.send_replace(true);
+                    ending.send_replace(Some(Ending::Crashed));
+                }
+                Some(event) = destroyed.next() => {
+                    if *event.target_id.inner() != main_frame {
+                        continue;
+                    }
+                    tracing::info!(target = %main_frame, "a tab's page went away");
+                    ending.send_if_modified(|ended| {
+                        let first = ended.is_none();
+                        ended.get_or_insert(Ending::Closed);
+                        first
+                    });
                 }
                 else => break,
             }

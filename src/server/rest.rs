@@ -136,6 +136,11 @@ async fn metrics(State(app): State<App>) -> Response {
             strays.closed as f64,
         ),
         Gauge::total(
+            "webpilot_browser_recycled_total",
+            "Browsers closed because no session used them (the next call started a fresh one).",
+            app.browser.pool.recycled() as f64,
+        ),
+        Gauge::total(
             "webpilot_browser_tab_crashes_total",
             "Tabs whose renderer crashed.",
             app.browser.pool.tab_crashes() as f64,
