@@ -652,10 +652,9 @@ impl BrowserService {
         }
         let mut guard = self.guard(session.clone(), state, browser.clone(), Instant::now());
         guard.quiet = true;
-        if let Ok(adopted) = guard.sync_tabs().await {
-            self.strays_adopted
-                .fetch_add(adopted.len() as u64, Ordering::Relaxed);
-        }
+        let adopted = guard.sync_with(pages).await;
+        self.strays_adopted
+            .fetch_add(adopted.len() as u64, Ordering::Relaxed);
         let unheld: Vec<TargetId> = pages
             .iter()
             .filter(|page| !held(&guard.state, page))
@@ -1160,6 +1159,11 @@ impl SessionGuard {
     /// the ids of adopted tabs.
     pub async fn sync_tabs(&mut self) -> ToolResult<Vec<String>> {
         let targets = list_pages(&self.browser).await?;
+        Ok(self.sync_with(&targets).await)
+    }
+
+    /// `sync_tabs` on pages already listed (at least those of the session's context).
+    async fn sync_with(&mut self, targets: &[TargetInfo]) -> Vec<String> {
         let all: HashSet<&TargetId> = targets.iter().map(|t| &t.target_id).collect();
         self.state.closed_targets.retain(|t| all.contains(t));
         let live: Vec<TargetId> = targets
@@ -1203,7 +1207,7 @@ impl SessionGuard {
                 }
             }
         }
-        Ok(adopted)
+        adopted
     }
 
     /// All tabs with their URL and title.
