@@ -9,6 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::Agent;
 use crate::browser::BrowserService;
+use crate::capability::{LiveLinks, PublicUrl};
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::files::FileRoots;
@@ -27,6 +28,10 @@ pub struct App {
     pub crawler: Arc<Crawler>,
     /// Who may call, and what is whose.
     pub tenants: Arc<Tenants>,
+    /// Signs and checks live-view links.
+    pub live_links: Arc<LiveLinks>,
+    /// Where people reach the service (live-view links start with it).
+    pub public_url: Arc<PublicUrl>,
     /// Cancelled once, when the service shuts down (a signal, or the end of a CLI command).
     pub stop: CancellationToken,
     /// The service's background work (crawl tasks, chats streaming, the session reaper), which
@@ -76,6 +81,11 @@ impl App {
             tasks.clone(),
         )?;
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
+        let live_links = Arc::new(LiveLinks::new(
+            config.live_secret.as_deref(),
+            Duration::from_secs(config.live_link_secs),
+        ));
+        let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));
         let registry = Arc::new(Registry::new(Ctx {
             config: config.clone(),
             files,
@@ -84,6 +94,8 @@ impl App {
             pages,
             crawler: crawler.clone(),
             tenants: tenants.clone(),
+            live_links: live_links.clone(),
+            public_url: public_url.clone(),
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
@@ -93,6 +105,8 @@ impl App {
             agent,
             crawler,
             tenants,
+            live_links,
+            public_url,
             stop,
             tasks,
         })

@@ -60,6 +60,13 @@ pub struct Config {
     pub browser_recycle_idle_secs: Option<u64>,
     /// How long calls in flight may run on after SIGINT/SIGTERM before the browser closes.
     pub shutdown_grace_secs: u64,
+    /// The service's address as people reach it (`https://pilot.example.com` behind a proxy):
+    /// live-view links start with it. None: the host a call came in on.
+    pub public_url: Option<String>,
+    /// Signs live-view links; none draws one at start (links die with the process).
+    pub live_secret: Option<String>,
+    /// How long a live-view link stays valid; an open live view renews its own.
+    pub live_link_secs: u64,
     /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
     /// tenant has buckets of its own.
     pub rate: HashMap<String, String>,
@@ -343,6 +350,9 @@ impl Default for Config {
             browser_sweep_ms: 30_000,
             browser_recycle_idle_secs: Some(300),
             shutdown_grace_secs: 10,
+            public_url: None,
+            live_secret: None,
+            live_link_secs: 900,
             rate: Default::default(),
             keys: Vec::new(),
             keys_file: None,
@@ -418,6 +428,17 @@ pub struct ConfigArgs {
     /// Close the browser once no session has lived for this many seconds (default 300; 0 never).
     #[arg(long, env = "WEBPILOT_BROWSER_RECYCLE_IDLE_SECS", global = true)]
     pub browser_recycle_idle_secs: Option<u64>,
+    /// The service's address as people reach it; live-view links start with it.
+    #[arg(long, env = "WEBPILOT_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+    /// Secret that signs live-view links (default: a random one per process).
+    #[arg(
+        long,
+        env = "WEBPILOT_LIVE_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub live_secret: Option<String>,
     /// Seconds calls in flight may run on after SIGINT/SIGTERM (default 10).
     #[arg(long, env = "WEBPILOT_SHUTDOWN_GRACE_SECS", global = true)]
     pub shutdown_grace_secs: Option<u64>,
@@ -595,6 +616,12 @@ impl Config {
             self.browser_recycle_idle_secs = (secs > 0).then_some(secs);
         }
         set(&mut self.shutdown_grace_secs, &args.shutdown_grace_secs);
+        if args.public_url.is_some() {
+            self.public_url = args.public_url.clone();
+        }
+        if args.live_secret.is_some() {
+            self.live_secret = args.live_secret.clone();
+        }
         if args.token.is_some() {
             self.token = args.token.clone();
         }
@@ -661,6 +688,23 @@ impl Config {
         }
         if self.browser_concurrency == Some(0) {
             anyhow::bail!("browser_concurrency must be at least 1");
+        }
+        if let Some(public) = &self.public_url {
+            let parsed = url::Url::parse(public)
+                .map_err(|e| anyhow::anyhow!("--public-url {public:?} is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+                anyhow::bail!("--public-url must be an http(s) URL like https://pilot.example.com");
+            }
+        }
+        if self
+            .live_secret
+            .as_deref()
+            .is_some_and(|s| s.len() < MIN_TOKEN_CHARS)
+        {
+            anyhow::bail!("live_secret must be at least {MIN_TOKEN_CHARS} characters");
+        }
+        if self.live_link_secs == 0 {
+            anyhow::bail!("live_link_secs must be at least 1");
         }
         let crawl = &self.crawl;
         if [

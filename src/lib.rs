@@ -28,6 +28,7 @@
 pub mod agent;
 pub mod app;
 pub mod browser;
+pub mod capability;
 pub mod config;
 pub mod crawl;
 pub mod egress;

@@ -166,6 +166,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             use rmcp::ServiceExt;
             let app = App::new(config)?;
             webpilot::server::cancel_on_signal(app.stop.clone());
+            // Hand-offs link to a live view; over stdio there is no other server to give it.
+            webpilot::server::serve_live_view(&app).await?;
             let front = webpilot::server::mcp::McpFront::new(app.clone());
             let served = front.serve(rmcp::transport::stdio()).await;
             // Ends when the client closes stdin, or on SIGTERM/SIGINT (how MCP clients escalate),
@@ -242,7 +244,23 @@ async fn call(
     };
     let app = App::new(config)?;
     webpilot::server::cancel_on_signal(app.stop.clone());
-    let operator = Caller::new(app.tenants.operator());
+    webpilot::server::serve_live_view(&app).await?;
+    let (progress, mut waiting) = tokio::sync::mpsc::unbounded_channel();
+    // The person needs the link while the call waits, not in its result.
+    tokio::spawn(async move {
+        while let Some(progress) = waiting.recv().await {
+            let webpilot::tools::HandoffProgress {
+                message,
+                live_url,
+                waited_ms,
+                ..
+            } = progress;
+            if waited_ms == 0 {
+                eprintln!("Hand-off: {message}\nLive view: {live_url}");
+            }
+        }
+    });
+    let operator = Caller::new(app.tenants.operator()).reporting(progress);
     let result = tokio::select! {
         result = app.registry.call(tool, args, &operator) => Some(result),
         () = app.stop.cancelled() => None,

@@ -328,6 +328,36 @@ async fn a_client_that_disconnects_stops_the_loop() {
 /// The vision path: a vision model gets the screenshot as a PNG image part after the tool result;
 /// a text-only model gets only the result, which says the image was not shown.
 #[tokio::test]
+async fn a_handoff_is_announced_with_its_link_before_the_call_waits() {
+    let events = chat_events(user("hand off")).await;
+    let order = names(&events);
+    let at = |name: &str| {
+        order
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("no {name}: {order:?}"))
+    };
+    assert!(
+        at("tool_call") < at("handoff") && at("handoff") < at("tool_result"),
+        "{order:?}"
+    );
+    let handoff = last(&events, "handoff");
+    assert_eq!(handoff["session"], "chat-handoff");
+    assert_eq!(handoff["message"], "Solve the puzzle");
+    let link = handoff["live_url"].as_str().unwrap();
+    assert!(
+        link.starts_with(&format!("{}/live/chat-handoff?cap=", service().api)),
+        "{link}"
+    );
+    // The link works while the call waits, and after: it is the person's way in.
+    let page = client().get(link).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let done = last(&events, "done");
+    assert_eq!(done["handoff_timed_out"], true, "{done:#}");
+    assert_eq!(done["message"], "Nobody solved it.");
+}
+
+#[tokio::test]
 async fn screenshots_reach_a_vision_model_as_images_and_a_text_model_as_a_note() {
     use base64::Engine;
     let harness = service();
@@ -345,7 +375,7 @@ async fn screenshots_reach_a_vision_model_as_images_and_a_text_model_as_a_note()
         let operator = harness.app.tenants.operator();
         let transcript = harness.block_on(async move {
             let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
-            agent.run(request, operator, events).await
+            agent.run(request, operator, None, events).await
         });
         let tool_result = transcript.iter().find(|m| m["role"] == "tool").unwrap();
         let note = if vision {

@@ -111,6 +111,24 @@ async fn check(report: &Value) {
         report["explicit_session"], "shared-on-purpose",
         "a session argument still selects the session"
     );
+    // The hand-off's wait is reported (every 5 s, from its start) with the link in the message.
+    let handoff = &report["handoff"];
+    assert_eq!(handoff["handed_back"], "timeout", "{report:#}");
+    let link = handoff["live_url"].as_str().unwrap();
+    assert!(
+        link.starts_with("http://127.0.0.1:") && link.contains("/live/mcp-"),
+        "{link}"
+    );
+    let progress = report["handoff_progress"].as_array().unwrap();
+    assert!(progress.len() >= 2, "{progress:#?}");
+    for note in progress {
+        let message = note["message"].as_str().unwrap();
+        assert!(
+            message.contains("Approve the login") && message.contains(link),
+            "{message}"
+        );
+    }
+    assert!(progress[1]["progress"].as_f64() > progress[0]["progress"].as_f64());
 }
 
 #[tokio::test]

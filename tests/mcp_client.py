@@ -33,8 +33,8 @@ class Checked:
         self.schemas = schemas
         self.structured = []
 
-    async def call_tool(self, name, arguments):
-        result = await self.session.call_tool(name, arguments)
+    async def call_tool(self, name, arguments, **options):
+        result = await self.session.call_tool(name, arguments, **options)
         if not result.isError:
             structured = result.structuredContent
             problems = []
@@ -105,6 +105,17 @@ async def scenario(session, spa_url):
         if json.loads(text_of(status))["status"] in ("completed", "failed"):
             break
         await asyncio.sleep(0.05)
+    # A hand-off nobody answers: progress (with the live link) while it waits, then its result.
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
+    handoff = await session.call_tool(
+        "browser_interact", {"action": "handoff", "message": "Approve the login", "timeout_ms": 5600},
+        progress_callback=on_progress)
+    report["handoff"] = json.loads(text_of(handoff))
+    report["handoff_progress"] = progress
     report["structured"] = session.structured
     return report
 

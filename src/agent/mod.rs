@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tenant::Tenant;
-use crate::tools::{Caller, Registry, Scope, ToolOutput, check_caller_session};
+use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput, check_caller_session};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
@@ -66,6 +66,8 @@ pub enum AgentEvent {
         summary: String,
         result: Value,
     },
+    /// A tool call waits for a person in the session's live view.
+    Handoff(HandoffProgress),
     Done(Value),
     /// The loop stopped: the contract's error, and the model API's HTTP status when it answered.
     Error {
@@ -82,6 +84,7 @@ impl AgentEvent {
             AgentEvent::Thinking { .. } => "thinking",
             AgentEvent::ToolCall { .. } => "tool_call",
             AgentEvent::ToolResult { .. } => "tool_result",
+            AgentEvent::Handoff(_) => "handoff",
             AgentEvent::Done(_) => "done",
             AgentEvent::Error { .. } => "error",
         }
@@ -108,6 +111,11 @@ impl AgentEvent {
             } => {
                 json!({ "id": id, "name": name, "summary": summary, "result": result })
             }
+            AgentEvent::Handoff(progress) => json!({
+                "session": progress.session,
+                "message": progress.message,
+                "live_url": progress.live_url,
+            }),
             AgentEvent::Done(done) => done.clone(),
             AgentEvent::Error { error, status } => {
                 let mut data = json!(error);
@@ -200,11 +208,13 @@ impl Agent {
     }
 
     /// Runs the loop, reporting on `events`; returns the transcript (system prompt included).
-    /// The tools run for `tenant`.
+    /// The tools run for `tenant`, who reached the service at `origin` (for the links of
+    /// hand-offs, announced with a `handoff` event before the call waits).
     pub async fn run(
         &self,
         request: ChatRequest,
         tenant: Arc<Tenant>,
+        origin: Option<String>,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Vec<Value> {
         let mut plan = match self.plan(&request, &tenant) {
@@ -217,6 +227,16 @@ impl Agent {
                 return request.messages;
             }
         };
+        let (progress, mut waiting) = mpsc::unbounded_channel::<HandoffProgress>();
+        plan.caller = plan.caller.clone().at(origin).reporting(progress);
+        let announcer = events.clone();
+        tokio::spawn(async move {
+            while let Some(progress) = waiting.recv().await {
+                if progress.waited_ms == 0 {
+                    let _ = announcer.send(AgentEvent::Handoff(progress));
+                }
+            }
+        });
         let stopped = tokio::select! {
             outcome = self.turns(&mut plan, &events) => outcome,
             _ = events.closed() => {
@@ -225,12 +245,15 @@ impl Agent {
             }
         };
         if let Some((iterations, usage, stopped, message)) = stopped {
-            let done = json!({
+            let mut done = json!({
                 "message": message,
                 "usage": usage,
                 "iterations": iterations,
                 "stopped": stopped,
             });
+            if let Some(timed_out) = handoff_timed_out(&plan.messages) {
+                done["handoff_timed_out"] = json!(timed_out);
+            }
             let _ = events.send(AgentEvent::Done(done));
         }
         plan.messages
@@ -462,4 +485,14 @@ fn model_failure(error: &llm::LlmError) -> ToolError {
         ),
         _ => failure.with_hint("the model API failed; call again later"),
     }
+}
+
+/// Whether the last hand-off of the transcript ran out of time (None: no hand-off ended).
+fn handoff_timed_out(messages: &[Value]) -> Option<bool> {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| serde_json::from_str::<Value>(m["content"].as_str()?).ok())
+        .find_map(|result| result["handed_back"].as_str().map(|h| h == "timeout"))
 }

@@ -14,6 +14,7 @@ mod frames;
 mod guard;
 mod input;
 mod link;
+pub mod live;
 mod memory;
 mod navigation;
 mod pool;

@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::admission::{Admission, AdmissionStats, Ticket};
 use super::guard::DocumentGuard;
+use super::live::{Control, LiveHub, LiveStats, LiveTab, LiveTabs};
 use super::memory::MemoryGauge;
 use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
@@ -55,6 +56,8 @@ pub struct BrowserService {
     unowned_contexts: Mutex<HashSet<BrowserContextId>>,
     /// Since when no session has been live (for recycling the browser).
     unused_since: Mutex<Option<Instant>>,
+    /// The live views' counters.
+    live: Arc<LiveStats>,
 }
 
 /// A session's tenant name (empty for the operator) and its own name.
@@ -80,6 +83,8 @@ pub struct Session {
     scratch: bool,
     /// The browser context, readable without the command lock (the sweep's view).
     context: ContextMirror,
+    /// What its live view shows and who controls it.
+    live: Arc<LiveHub>,
 }
 
 /// A session's browser context, published outside its command lock.
@@ -166,7 +171,51 @@ impl BrowserService {
             strays_closed: AtomicU64::new(0),
             unowned_contexts: Mutex::new(HashSet::new()),
             unused_since: Mutex::new(None),
+            live: Arc::default(),
         })
+    }
+
+    /// A new session's live side.
+    fn hub(&self) -> Arc<LiveHub> {
+        let size = (self.config.viewport_width, self.config.viewport_height);
+        LiveHub::new(self.live.clone(), size)
+    }
+
+    /// The live views' counters.
+    pub fn live_stats(&self) -> &LiveStats {
+        &self.live
+    }
+
+    /// The live side of `tenant`'s session `name`, if it is live.
+    pub fn live(&self, tenant: &Tenant, name: &str) -> Option<Arc<LiveHub>> {
+        self.lookup(&(tenant.name().to_string(), name.to_string()))
+            .map(|session| session.live.clone())
+    }
+
+    /// A person's control of `tenant`'s live session `name`: its command lock, taken as a call
+    /// takes it (waiting for the call in progress until `deadline`).
+    pub async fn take_control(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        deadline: Instant,
+    ) -> ToolResult<Control> {
+        let session = self
+            .lookup(&(tenant.name().to_string(), name.to_string()))
+            .ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::NoSuchSession,
+                    format!("no live session {name:?}"),
+                )
+            })?;
+        let hub = session.live.clone();
+        if hub.controlled() {
+            return Err(super::live::control_taken());
+        }
+        let mut guard = self.take(session, deadline).await?;
+        guard.active_tab().await?;
+        guard.publish_tabs();
+        Control::new(guard, hub)
     }
 
     /// Takes the command lock of `tenant`'s session `name` (creating the session if needed)
@@ -192,7 +241,7 @@ impl BrowserService {
     ) -> ToolResult<SessionGuard> {
         let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
         let name = format!("_{purpose}-{number}");
-        let session = Session::new(tenant.clone(), name, true);
+        let session = Session::new(tenant.clone(), name, true, self.hub());
         {
             let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
             scratch.retain(|s| s.strong_count() > 0);
@@ -203,7 +252,11 @@ impl BrowserService {
 
     async fn take(&self, session: Arc<Session>, deadline: Instant) -> ToolResult<SessionGuard> {
         session.touch();
-        let mut state = session.state.clone().lock_owned().await;
+        let lock = session.state.clone().lock_owned();
+        let mut state = match tokio::time::timeout_at(deadline.into(), lock).await {
+            Ok(state) => state,
+            Err(_) => return Err(busy(&session)),
+        };
         let browser = self.pool.current().await?;
         let mut ticket = None;
         if state
@@ -353,7 +406,7 @@ impl BrowserService {
         }
         self.room_for_one(&sessions, tenant)?;
         memory?;
-        let session = Session::new(tenant.clone(), name.to_string(), false);
+        let session = Session::new(tenant.clone(), name.to_string(), false, self.hub());
         sessions.insert(key, session.clone());
         Ok(session)
     }
@@ -404,7 +457,7 @@ impl BrowserService {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         self.room_for_one(&sessions, tenant)?;
         memory?;
-        let session = Session::with(tenant.clone(), name.clone(), false, label, idle);
+        let session = Session::with(tenant.clone(), name.clone(), false, self.hub(), label, idle);
         sessions.insert((tenant.name().to_string(), name.clone()), session);
         Ok(name)
     }
@@ -784,14 +837,15 @@ async fn context_params(
 static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl Session {
-    fn new(tenant: Arc<Tenant>, name: String, scratch: bool) -> Arc<Self> {
-        Self::with(tenant, name, scratch, None, None)
+    fn new(tenant: Arc<Tenant>, name: String, scratch: bool, live: Arc<LiveHub>) -> Arc<Self> {
+        Self::with(tenant, name, scratch, live, None, None)
     }
 
     fn with(
         tenant: Arc<Tenant>,
         name: String,
         scratch: bool,
+        live: Arc<LiveHub>,
         label: Option<String>,
         idle_limit: Option<Duration>,
     ) -> Arc<Self> {
@@ -810,6 +864,7 @@ impl Session {
             })),
             context,
             last_used: Mutex::new(Instant::now()),
+            live,
         })
     }
 
@@ -901,6 +956,7 @@ impl Drop for SessionGuard {
         self.session
             .tab_count
             .store(self.state.tabs.len(), Ordering::Relaxed);
+        self.publish_tabs();
         // A job dropped midway (its caller went away) still closes its scratch context.
         if self.session.scratch
             && !self.discarded
@@ -922,6 +978,37 @@ impl SessionGuard {
 
     pub fn name(&self) -> &str {
         &self.session.name
+    }
+
+    /// The session's live side.
+    pub fn live(&self) -> &Arc<LiveHub> {
+        &self.session.live
+    }
+
+    /// Shows the session's tabs as they are now to its live viewers.
+    pub fn publish_tabs(&self) {
+        let tabs = self
+            .state
+            .tabs
+            .iter()
+            .map(|tab| {
+                LiveTab::new(
+                    tab.id.clone(),
+                    tab.page.clone(),
+                    tab.target_id().clone(),
+                    self.browser.clone(),
+                )
+            })
+            .collect();
+        self.session.live.publish(LiveTabs {
+            tabs,
+            active: self.state.active.clone(),
+        });
+    }
+
+    /// Marks the session as in use now.
+    pub fn touch(&self) {
+        self.session.touch();
     }
 
     /// Writes a file sent inline where the session's pages can pick it (mode 0600, its own
@@ -1241,6 +1328,26 @@ async fn list_pages(browser: &BrowserHandle) -> ToolResult<Vec<TargetInfo>> {
         .into_iter()
         .filter(|t| t.r#type == "page")
         .collect())
+}
+
+/// The session's command lock stayed taken until the call's deadline.
+fn busy(session: &Session) -> ToolError {
+    if session.live.controlled() {
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "a person has control of session {:?} in its live view",
+                session.name
+            ),
+        )
+        .with_hint("wait until they give it back (browser_interact action=wait picks up a hand-off), or retry with a longer timeout_ms")
+    } else {
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!("session {:?} stayed busy with another call", session.name),
+        )
+        .with_hint("calls on one session run one at a time: retry when the other call is done, or use another session")
+    }
 }
 
 fn no_such_tab(id: &str) -> ToolError {

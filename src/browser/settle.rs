@@ -391,7 +391,7 @@ fn shorten(url: &str) -> String {
 
 /// The probe: the agent's counters (of work started since `since`, a `performance.now()` of
 /// the document, if given), or the bare document state where the agent is missing.
-fn probe_expression(wait_for: Option<&str>, since: Option<f64>) -> String {
+pub(crate) fn probe_expression(wait_for: Option<&str>, since: Option<f64>) -> String {
     let target = serde_json::to_string(&wait_for).unwrap_or_else(|_| "null".into());
     let since = since.map_or_else(|| "null".to_string(), |clock| clock.to_string());
     format!(

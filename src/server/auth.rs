@@ -1,5 +1,5 @@
-//! Bearer-key authentication, required on every route but `/healthz` when a token or tenant keys
-//! are set. The key names the request's tenant, which handlers find in its extensions
+//! Bearer-key authentication, required on every route but `/healthz` and the live view (which
+//! takes capability links instead) when a token or tenant keys are set. The key names the request's tenant, which handlers find in its extensions
 //! (`Extension<Arc<Tenant>>`); without keys every request is the operator's. Failures are
 //! counted (`webpilot_auth_failures_total`), and a client address that fails too often is
 //! refused outright for a while, right key or not, so guessing gains nothing.
@@ -55,7 +55,9 @@ pub(super) async fn require_token(
         request.extensions_mut().insert(auth.tenants.operator());
         return next.run(request).await;
     }
-    if request.uri().path() == "/healthz" {
+    // The live view checks its own capability links, which people get instead of the token.
+    let path = request.uri().path();
+    if path == "/healthz" || path.starts_with("/live/") {
         return next.run(request).await;
     }
     let client = request

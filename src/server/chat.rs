@@ -1,5 +1,5 @@
 //! `POST /api/chat`: the agent loop over HTTP — server-sent events (`message`, `thinking`,
-//! `tool_call`, `tool_result`, `done`, `error`) by default, or one JSON answer with
+//! `tool_call`, `handoff`, `tool_result`, `done`, `error`) by default, or one JSON answer with
 //! `stream: false`. A client that disconnects stops the loop.
 
 use std::convert::Infallible;
@@ -30,7 +30,7 @@ pub(super) fn routes(app: App) -> Router {
 #[utoipa::path(post, path = "/api/chat", tag = "agent", request_body = ChatRequest,
     responses(
         (status = 200, description = "Server-sent events (`message`, `thinking`, `tool_call`, \
-            `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
+            `handoff`, `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
             content((super::openapi::SseEvent = "text/event-stream"), (Object = "application/json"))),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
         (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
@@ -39,8 +39,10 @@ pub(super) fn routes(app: App) -> Router {
 async fn chat(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let origin = super::origin_of(&headers);
     // Any content type: `curl -d` sends JSON as application/x-www-form-urlencoded.
     let request = match parse_body(body).and_then(|args| {
         serde_path_to_error::deserialize::<_, ChatRequest>(args).map_err(|e| {
@@ -58,7 +60,7 @@ async fn chat(
     if request.stream.unwrap_or(true) {
         let agent = app.agent.clone();
         app.tasks
-            .spawn(async move { agent.run(request, tenant, events).await });
+            .spawn(async move { agent.run(request, tenant, origin, events).await });
         let stream = futures::stream::unfold(received, |mut received| async move {
             let event = received.recv().await?;
             let sse = Event::default()
@@ -70,7 +72,7 @@ async fn chat(
             .keep_alive(KeepAlive::default())
             .into_response();
     }
-    let transcript = app.agent.run(request, tenant, events).await;
+    let transcript = app.agent.run(request, tenant, origin, events).await;
     let mut tool_calls = 0;
     while let Ok(event) = received.try_recv() {
         match event {

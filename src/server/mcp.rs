@@ -14,13 +14,15 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::tenant::Tenant;
-use crate::tools::Caller;
+use crate::tools::{Caller, HandoffProgress};
 
 /// One MCP connection's view of the service.
 #[derive(Clone)]
@@ -54,7 +56,8 @@ impl McpFront {
     /// Whose call it is: the tenant the request's key opened over HTTP (the auth layer puts it
     /// in the request), the operator over stdio.
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ToolError> {
-        let tenant = match context.extensions.get::<Parts>() {
+        let parts = context.extensions.get::<Parts>();
+        let tenant = match parts {
             None => self.app.tenants.operator(),
             Some(parts) => parts
                 .extensions
@@ -64,7 +67,14 @@ impl McpFront {
                     ToolError::new(ErrorCode::Unauthorized, "the request has no tenant")
                 })?,
         };
-        Ok(Caller::new(tenant).in_session(Some(self.session.to_string())))
+        let origin = parts.and_then(|parts| super::origin_of(&parts.headers));
+        let mut caller = Caller::new(tenant)
+            .in_session(Some(self.session.to_string()))
+            .at(origin);
+        if let Some(token) = context.meta.get_progress_token() {
+            caller = caller.reporting(progress_notifier(context.peer.clone(), token));
+        }
+        Ok(caller)
     }
 
     async fn call(
@@ -91,6 +101,32 @@ impl McpFront {
             Err(error) => failed(&error),
         }
     }
+}
+
+/// Turns a waiting hand-off into progress notifications (the client asked for them with a
+/// progress token), which also keep clients that reset their timeout on progress waiting.
+fn progress_notifier(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+) -> mpsc::UnboundedSender<HandoffProgress> {
+    let (sender, mut waiting) = mpsc::unbounded_channel::<HandoffProgress>();
+    tokio::spawn(async move {
+        while let Some(progress) = waiting.recv().await {
+            let message = format!(
+                "Waiting for a person in the live view ({} s): {} Link: {}",
+                progress.waited_ms / 1000,
+                progress.message,
+                progress.live_url
+            );
+            let seconds = progress.waited_ms as f64 / 1000.0;
+            let notice =
+                ProgressNotificationParam::new(token.clone(), seconds).with_message(message);
+            if peer.notify_progress(notice).await.is_err() {
+                break;
+            }
+        }
+    });
+    sender
 }
 
 /// A failed call: `isError`, with the error JSON as text.

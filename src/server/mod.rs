@@ -1,11 +1,12 @@
 //! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, private
-//! sessions, MCP (`/mcp`), metrics, health, the OpenAPI description, bearer auth, graceful
-//! shutdown.
+//! sessions, MCP (`/mcp`), the live view (`/live/…`), metrics, health, the OpenAPI description,
+//! bearer auth, graceful shutdown.
 
 mod auth;
 mod chat;
 mod crawler;
 mod listen;
+mod live;
 pub mod mcp;
 mod openapi;
 mod rest;
@@ -34,6 +35,7 @@ pub fn router(app: App) -> Router {
     chat::routes(app.clone())
         .merge(crawler::routes(app.clone()))
         .merge(sessions::routes(app.clone()))
+        .merge(live::routes(app.clone()))
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(
@@ -41,6 +43,17 @@ pub fn router(app: App) -> Router {
             auth::require_token,
         ))
         .layer(CatchPanicLayer::custom(panic_response))
+}
+
+/// Where a request reached the service (`http://` + its `Host`), for links handed back to it.
+/// Behind a TLS proxy the scheme is wrong: `--public-url` is the answer there.
+pub(crate) fn origin_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let host = headers.get(axum::http::header::HOST)?.to_str().ok()?;
+    let valid = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
+    valid.then(|| format!("http://{host}"))
 }
 
 /// A bug must still answer in the error shape rather than drop the connection.
@@ -79,12 +92,37 @@ fn mcp_service(app: &App) -> StreamableHttpService<mcp::McpFront, LocalSessionMa
     )
 }
 
+/// Serves the live view alone, on the configured address with a port of the system's choosing,
+/// for fronts without an HTTP server (the CLI's `call`, MCP over stdio): their hand-offs need a
+/// page to link to. It stops with the service.
+pub async fn serve_live_view(app: &App) -> anyhow::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind((app.config.bind, 0))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for the live view: {e}"))?;
+    let address = listener.local_addr()?;
+    app.public_url.bound_to(address);
+    let router = live::routes(app.clone()).layer(CatchPanicLayer::custom(panic_response));
+    let stop = app.stop.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::warn!(%error, "the live view stopped");
+        }
+    });
+    Ok(address)
+}
+
 /// Serves until `shutdown` resolves, then closes the browser cleanly.
 pub async fn serve(
     app: App,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        app.public_url.bound_to(address);
+    }
     let graceful = listen::accept_until(listener, router(app.clone()), shutdown).await;
     let drained = graceful.shutdown();
     tokio::pin!(drained);

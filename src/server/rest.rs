@@ -3,6 +3,8 @@
 //! `GET /metrics` (Prometheus text), `GET /api/openapi.json` (the API description).
 //! Every error has the tool error shape.
 
+use std::sync::atomic::Ordering;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -94,6 +96,7 @@ async fn metrics(State(app): State<App>) -> Response {
     let queue = app.browser.admission();
     let strays = app.browser.sweep_stats();
     let pss = app.browser.browser_pss().await.unwrap_or(0);
+    let live = app.browser.live_stats();
     let gauges = [
         Gauge::level(
             "webpilot_browser_admission_slots",
@@ -175,6 +178,21 @@ async fn metrics(State(app): State<App>) -> Response {
             "Requests refused for a missing or wrong bearer token.",
             app.registry.metrics().auth_failures() as f64,
         ),
+        Gauge::level(
+            "webpilot_live_viewers",
+            "Live views connected.",
+            live.viewers.load(Ordering::Relaxed) as f64,
+        ),
+        Gauge::level(
+            "webpilot_live_screencasts",
+            "Tabs being screencast to live views (one per watched tab).",
+            live.screencasts.load(Ordering::Relaxed) as f64,
+        ),
+        Gauge::total(
+            "webpilot_live_frames_total",
+            "Screencast frames Chromium sent to live views.",
+            live.frames.load(Ordering::Relaxed) as f64,
+        ),
         Gauge::total(
             "webpilot_egress_refused_total",
             "Connections and documents of the browser that the URL policy refused.",
@@ -220,7 +238,9 @@ async fn call_tool(
             return error_response(&error);
         }
     };
-    let caller = Caller::new(tenant).in_session(session);
+    let caller = Caller::new(tenant)
+        .in_session(session)
+        .at(super::origin_of(&headers));
     match app.registry.call(&name, args, &caller).await {
         Ok(output) => render(output, &headers),
         Err(error) => error_response(&error),

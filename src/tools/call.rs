@@ -17,17 +17,20 @@ use tracing::field::Empty;
 
 use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
 use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab};
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::metrics::Metrics;
 use crate::policy::UrlPolicy;
 use crate::tenant::Tenant;
 
 /// Name of the session used when neither the call nor its front names one.
 pub const DEFAULT_SESSION: &str = "default";
-/// Bounds of every `timeout_ms`.
-const TIMEOUT_RANGE_MS: (u64, u64) = (MIN_TIMEOUT_MS, MAX_TIMEOUT_MS);
+/// Bounds of every `timeout_ms` (but a wait for a person's).
 const MIN_TIMEOUT_MS: u64 = 100;
 const MAX_TIMEOUT_MS: u64 = 120_000;
+/// A call that waits for a person (a hand-off) may wait this long by default, and at most
+/// `MAX_PERSON_WAIT_MS`.
+pub const PERSON_WAIT_MS: u64 = 600_000;
+const MAX_PERSON_WAIT_MS: u64 = 3_600_000;
 /// Longest session name; names become folder names (downloads) and log fields.
 const MAX_SESSION_NAME: usize = 64;
 
@@ -75,6 +78,13 @@ pub struct SessionName(
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TimeoutMs(#[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS))] pub u64);
 
+// The time limit of a tool that may wait for a person; only those calls may go past
+// MAX_TIMEOUT_MS (checked at run time).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PersonTimeoutMs(
+    #[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_PERSON_WAIT_MS))] pub u64,
+);
+
 /// The fields of a tool's arguments that `Call` resolves, the same way for every tool.
 pub trait Shared {
     fn session(&self) -> Option<&str> {
@@ -85,6 +95,10 @@ pub trait Shared {
     }
     fn timeout_ms(&self) -> Option<u64> {
         None
+    }
+    /// Whether the call waits for a person (longer time limits).
+    fn waits_for_person(&self) -> bool {
+        false
     }
 }
 
@@ -120,6 +134,9 @@ pub struct Call<'a> {
     tenant: Arc<Tenant>,
     /// The call's span, whatever span a tool may have entered meanwhile.
     span: tracing::Span,
+    /// Where the caller reached the service, and where it hears of hand-offs.
+    origin: Option<String>,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<super::HandoffProgress>>,
     session_name: String,
     requested_tab: Option<String>,
     /// When the call must be done (`timeout_ms` after it started, or the tool's default).
@@ -150,6 +167,52 @@ impl<'a> Call<'a> {
     /// When the call must be done.
     pub fn ends(&self) -> Instant {
         self.ends
+    }
+
+    /// Gives the call `extra` time past its limit: to report on a wait that used it all.
+    pub fn extend(&mut self, extra: Duration) {
+        self.ends = self.ends.max(Instant::now()) + extra;
+    }
+
+    /// The session the call runs in.
+    pub fn session_name(&self) -> &str {
+        &self.session_name
+    }
+
+    /// A link that opens the live view of the call's session, without the API token.
+    pub fn live_link(&self) -> ToolResult<LiveLink> {
+        let (token, grant) = self
+            .ctx
+            .live_links
+            .mint(self.tenant.name(), &self.session_name);
+        let url = self
+            .ctx
+            .public_url
+            .live_url(self.origin.as_deref(), &self.session_name, &token)
+            .ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::NotConfigured,
+                    "webpilot does not know its own address to link to",
+                )
+                .with_hint("start it with --public-url (WEBPILOT_PUBLIC_URL)")
+            })?;
+        Ok(LiveLink {
+            live_url: url,
+            expires_at: crate::capability::rfc3339(grant.expires_at),
+        })
+    }
+
+    /// Tells the front a hand-off is waiting for a person.
+    pub fn report(&self, progress: super::HandoffProgress) {
+        if let Some(sender) = &self.progress {
+            let _ = sender.send(progress);
+        }
+    }
+
+    /// Lets go of the session's command lock (a person may take it) until `session` is called
+    /// again.
+    pub fn release_session(&mut self) {
+        self.guard = None;
     }
 
     /// The call's browser session, opened (and its command lock taken) on first use.
@@ -237,6 +300,15 @@ impl<'a> Call<'a> {
         }
         place
     }
+}
+
+/// A link to a session's live view.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LiveLink {
+    /// Opens the session's live view (no API token needed).
+    pub live_url: String,
+    /// When the link stops working (RFC 3339); an open live view renews it.
+    pub expires_at: String,
 }
 
 /// Where a browser call ran; every browser tool's result starts with these fields.
@@ -373,14 +445,21 @@ async fn respond<T: Tool>(
         check_session_name(&session_name)?;
         span.record("session", session_name.as_str());
     }
-    let default_ms = T::DEFAULT_TIMEOUT_MS.unwrap_or(ctx.config.navigation_timeout_ms);
+    let (default_ms, max_ms) = if args.waits_for_person() {
+        (PERSON_WAIT_MS, MAX_PERSON_WAIT_MS)
+    } else {
+        let default_ms = T::DEFAULT_TIMEOUT_MS.unwrap_or(ctx.config.navigation_timeout_ms);
+        (default_ms, MAX_TIMEOUT_MS)
+    };
     let mut call = Call {
         ctx,
         tenant: caller.tenant.clone(),
         span,
+        origin: caller.origin.clone(),
+        progress: caller.progress.clone(),
         session_name,
         requested_tab: args.tab().map(str::to_string),
-        ends: started + deadline(args.timeout_ms(), default_ms)?,
+        ends: started + deadline(args.timeout_ms(), default_ms, max_ms)?,
         guard: None,
         used_tab: None,
         images: Vec::new(),
@@ -420,8 +499,8 @@ fn to_object(reply: &impl Serialize) -> ToolResult<Value> {
 }
 
 /// `timeout_ms` if given and within bounds, else the default: one rule for every tool.
-fn deadline(requested: Option<u64>, default_ms: u64) -> ToolResult<Duration> {
-    let (min, max) = TIMEOUT_RANGE_MS;
+fn deadline(requested: Option<u64>, default_ms: u64, max: u64) -> ToolResult<Duration> {
+    let min = MIN_TIMEOUT_MS;
     match requested {
         Some(ms) if !(min..=max).contains(&ms) => Err(ToolError::invalid(format!(
             "field `timeout_ms` must be between {min} and {max}, got {ms}"
@@ -461,10 +540,21 @@ mod tests {
 
     #[test]
     fn one_timeout_rule() {
-        assert_eq!(deadline(None, 15_000).unwrap(), Duration::from_secs(15));
-        assert_eq!(deadline(Some(100), 1).unwrap(), Duration::from_millis(100));
+        assert_eq!(
+            deadline(None, 15_000, MAX_TIMEOUT_MS).unwrap(),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            deadline(Some(100), 1, MAX_TIMEOUT_MS).unwrap(),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            deadline(Some(3_600_000), 1, MAX_PERSON_WAIT_MS).unwrap(),
+            Duration::from_secs(3_600)
+        );
+        assert!(deadline(Some(3_600_001), 1, MAX_PERSON_WAIT_MS).is_err());
         for bad in [0, 99, 120_001] {
-            let error = deadline(Some(bad), 15_000).unwrap_err();
+            let error = deadline(Some(bad), 15_000, MAX_TIMEOUT_MS).unwrap_err();
             assert!(
                 error.message.contains("between 100 and 120000"),
                 "{error:?}"

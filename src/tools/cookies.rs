@@ -28,9 +28,9 @@ pub struct CookiesArgs {
     pub action: Action,
     /// Saved profile name.
     pub name: Option<String>,
-    /// Account label kept with the profile.
+    /// Account label.
     pub account: Option<String>,
-    /// list: only cookies sent to this URL's host.
+    /// list: cookies for this URL.
     pub url: Option<String>,
     /// list/clear: only cookies of this domain.
     pub domain: Option<String>,
@@ -42,9 +42,9 @@ pub struct CookiesArgs {
     pub content: Option<String>,
     /// import: a file in files.root.
     pub path: Option<String>,
-    /// load: open the profile's start URL afterwards.
+    /// load: then open its start URL.
     pub auto_navigate: Option<bool>,
-    /// list: show cookie values (masked by default).
+    /// list: unmask values.
     pub show_values: Option<bool>,
     /// Default "default".
     pub session: Option<SessionName>,

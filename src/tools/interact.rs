@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Call, Scope, SessionName, TimeoutMs, Tool};
+use super::{Call, PersonTimeoutMs, Scope, SessionName, Tool, handoff};
+use crate::browser::live::HandedBack;
 use crate::browser::{Aftermath, DialogAnswer, DialogRecord, Tab};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -17,7 +18,10 @@ use crate::pages::paging::slice_lines;
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
 click, type (clear, submit), send_keys (Enter, Control+A), select (value or label), options, \
 upload, hover, scroll, wait (until text/selector, or seconds), evaluate (JS), dialog (answer the \
-next alert/confirm/prompt). It waits while the page is busy and reports what changed.";
+next alert/confirm/prompt). It waits while the page is busy and reports what changed. \
+When a person must act (a second factor, a CAPTCHA, a consent), handoff with a message returns \
+a live_url for them and waits until they press Done, until `until` holds (text, selector or \
+url:PATTERN) or timeout_ms (default 10 min); wait:false returns at once, a later wait picks it up.";
 
 /// Longest plain wait an agent may ask for.
 const MAX_WAIT_SECONDS: f64 = 30.0;
@@ -29,7 +33,7 @@ const ADDED_ELEMENTS_TOKENS: usize = 400;
 pub struct InteractArgs {
     /// What to do.
     pub action: Action,
-    /// Ref from browser_read mode=elements.
+    /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
     /// Text to type.
@@ -40,30 +44,34 @@ pub struct InteractArgs {
     pub option: Option<String>,
     /// upload: files in files.root.
     pub paths: Option<Vec<String>>,
-    /// upload: inline files (type from name's extension).
+    /// upload: inline files.
     pub files: Option<Vec<InlineFile>>,
-    /// Clear before typing (default true).
+    /// Clear first (default true).
     pub clear: Option<bool>,
     /// Press Enter after typing.
     pub submit: Option<bool>,
     /// Scroll without ref.
     pub direction: Option<Direction>,
-    /// Pixels (default 80% of the viewport).
+    /// Scroll pixels.
     pub amount: Option<f64>,
-    /// wait: text or CSS selector to wait for.
+    /// wait/handoff: text, selector or url:GLOB.
     pub until: Option<String>,
+    /// handoff: what the person should do.
+    pub message: Option<String>,
+    /// handoff: false returns at once.
+    pub wait: Option<bool>,
     /// wait: until it disappears.
     pub gone: Option<bool>,
-    /// wait: seconds to wait (max 30).
+    /// wait: seconds (max 30).
     pub seconds: Option<f64>,
     /// evaluate: JavaScript.
     pub script: Option<String>,
     /// dialog: accept (true) or dismiss.
     pub accept: Option<bool>,
-    /// dialog: text for the next prompt().
+    /// dialog: prompt() text.
     pub prompt_text: Option<String>,
-    /// Time limit in ms (default 10000).
-    pub timeout_ms: Option<TimeoutMs>,
+    /// ms (default 10000; handoff 600000, max 3600000).
+    pub timeout_ms: Option<PersonTimeoutMs>,
     /// Default: the active tab.
     pub tab: Option<String>,
     /// Default "default".
@@ -79,11 +87,20 @@ pub struct InlineFile {
     pub base64: String,
 }
 
-shared_fields!(InteractArgs {
-    session,
-    tab,
-    timeout_ms
-});
+impl super::call::Shared for InteractArgs {
+    fn session(&self) -> Option<&str> {
+        self.session.as_ref().map(|name| name.0.as_str())
+    }
+    fn tab(&self) -> Option<&str> {
+        self.tab.as_deref()
+    }
+    fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms.as_ref().map(|ms| ms.0)
+    }
+    fn waits_for_person(&self) -> bool {
+        self.action == Action::Handoff
+    }
+}
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
@@ -99,6 +116,7 @@ pub enum Action {
     Wait,
     Evaluate,
     Dialog,
+    Handoff,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -160,6 +178,43 @@ struct Done {
     /// dialog: dialogs answered since the last call.
     #[serde(skip_serializing_if = "Option::is_none")]
     answered: Option<Vec<DialogRecord>>,
+    /// handoff: the link for the person (no API token needed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live_url: Option<String>,
+    /// handoff: how it ended; absent while the person is still at it (wait: false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handed_back: Option<HandedBack>,
+}
+
+impl Done {
+    fn of(action: Action) -> Self {
+        Self {
+            action,
+            selected: None,
+            options: None,
+            files: None,
+            scroll: None,
+            value: None,
+            waited_ms: None,
+            next_dialog: None,
+            answered: None,
+            live_url: None,
+            handed_back: None,
+        }
+    }
+}
+
+impl InteractOutput {
+    fn of(done: Done) -> Self {
+        Self {
+            done,
+            aftermath: None,
+            elements_added: None,
+            elements_removed: None,
+            added: None,
+            new_tabs: Vec::new(),
+        }
+    }
 }
 
 pub struct Interact;
@@ -173,31 +228,50 @@ impl Tool for Interact {
     const EXAMPLE: &'static str = r#"{"action": "click", "ref": 3}"#;
     const SCOPE: Scope = Scope::Browser;
     const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
-    const DESCRIPTION: &'static str = "Act by element ref (from browser_read); waits while the page is busy; reports what changed (navigation, new tabs, dialogs, elements).";
+    const DESCRIPTION: &'static str =
+        "Act on elements by ref (browser_read), or hand off to a person; reports what changed.";
 
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
-        check_required(&args)?;
+        // A wait while a hand-off is open waits for the person.
+        let handing_off = args.action == Action::Handoff
+            || (args.action == Action::Wait
+                && call.session().await?.live().pending_handoff().is_some());
+        if !handing_off {
+            check_required(&args)?;
+        }
         let files = if args.action == Action::Upload {
             upload_files(call, &args).await?
         } else {
             Vec::new()
         };
-        let id = call.tab().await?.id.clone();
-        let deadline = call.time_left();
+        let mut id = call.tab().await?.id.clone();
         let tab = call.use_tab(&id)?;
+        let watched = changes_page(args.action) || handing_off;
         if changes_page(args.action) {
             tab.bring_to_front().await?;
         }
         let mark = tab.begin_action(args.ref_id).await;
-        let mut output = InteractOutput {
-            done: perform(tab, &args, &files, deadline).await?,
-            aftermath: None,
-            elements_added: None,
-            elements_removed: None,
-            added: None,
-            new_tabs: Vec::new(),
+        let done = if handing_off {
+            let mut done = Done::of(args.action);
+            let handed = handoff::hand_off(call, &args).await?;
+            done.live_url = Some(handed.live_url);
+            done.waited_ms = handed.waited_ms;
+            done.handed_back = handed.handed_back;
+            if done.handed_back.is_none() {
+                // wait: false. The person is at it; nothing to report yet.
+                return Ok(InteractOutput::of(done));
+            }
+            // The person may have closed the tab the hand-off began in.
+            id = call.tab().await?.id.clone();
+            done
+        } else {
+            let deadline = call.time_left();
+            perform(call.use_tab(&id)?, &args, &files, deadline).await?
         };
-        if changes_page(args.action) {
+        let deadline = call.time_left();
+        let tab = call.use_tab(&id)?;
+        let mut output = InteractOutput::of(done);
+        if watched {
             output.aftermath = Some(tab.settle_after_action(&mark, deadline).await?);
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
@@ -244,17 +318,7 @@ async fn perform(
 ) -> ToolResult<Done> {
     let ref_id = args.ref_id;
     let need_ref = || ref_id.ok_or_else(|| missing("ref", args.action));
-    let mut done = Done {
-        action: args.action,
-        selected: None,
-        options: None,
-        files: None,
-        scroll: None,
-        value: None,
-        waited_ms: None,
-        next_dialog: None,
-        answered: None,
-    };
+    let mut done = Done::of(args.action);
     match args.action {
         Action::Click => tab.click(need_ref()?).await?,
         Action::Hover => tab.hover(need_ref()?).await?,
@@ -284,6 +348,11 @@ async fn perform(
         Action::Evaluate => {
             let script = args.script.as_deref().unwrap_or_default();
             done.value = Some(tab.evaluate_script(script).await?);
+        }
+        Action::Handoff => {
+            return Err(ToolError::internal(
+                "a hand-off is not an action on the page",
+            ));
         }
         Action::Dialog => {
             let accept = args.accept.unwrap_or(true);
@@ -380,7 +449,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         Action::Upload => &["ref", "paths or files"],
         Action::Wait => &["until or seconds"],
         Action::Evaluate => &["script"],
-        Action::Scroll | Action::Dialog => &[],
+        Action::Scroll | Action::Dialog | Action::Handoff => &[],
     };
     match required.iter().find(|f| !present(f)) {
         Some(field) => Err(missing(field, action)),

@@ -11,6 +11,7 @@
 mod call;
 mod cookies;
 mod crawl;
+mod handoff;
 mod interact;
 mod navigate;
 mod open_web_page;
@@ -28,7 +29,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use tokio::sync::mpsc;
+
 use crate::browser::BrowserService;
+use crate::capability::{LiveLinks, PublicUrl};
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -38,7 +42,7 @@ use crate::pages::Pages;
 use crate::tenant::{Tenant, Tenants};
 use crate::web::WebService;
 
-pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
+pub use call::{Call, LiveLink, PersonTimeoutMs, SessionName, TimeoutMs, check_caller_session};
 
 /// Who makes a call: the tenant its key opened, and the front's default session (REST header,
 /// chat request, MCP connection) for calls that name none.
@@ -46,6 +50,19 @@ pub use call::{Call, SessionName, TimeoutMs, check_caller_session};
 pub struct Caller {
     pub tenant: Arc<Tenant>,
     pub session: Option<String>,
+    /// Where the caller reached the service (`http://host:port`), for links handed back.
+    pub origin: Option<String>,
+    /// Where a long call reports while it waits (a hand-off), for fronts that can show it.
+    pub progress: Option<mpsc::UnboundedSender<HandoffProgress>>,
+}
+
+/// A hand-off waiting for a person: sent when it starts (`waited_ms` 0), then every few seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffProgress {
+    pub session: String,
+    pub message: String,
+    pub live_url: String,
+    pub waited_ms: u64,
 }
 
 impl Caller {
@@ -54,12 +71,26 @@ impl Caller {
         Self {
             tenant,
             session: None,
+            origin: None,
+            progress: None,
         }
     }
 
     /// This caller with `session` as its default session.
     pub fn in_session(mut self, session: Option<String>) -> Self {
         self.session = session;
+        self
+    }
+
+    /// This caller, reaching the service at `origin`.
+    pub fn at(mut self, origin: Option<String>) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// This caller, told of hand-offs on `progress`.
+    pub fn reporting(mut self, progress: mpsc::UnboundedSender<HandoffProgress>) -> Self {
+        self.progress = Some(progress);
         self
     }
 }
@@ -90,6 +121,10 @@ pub struct Ctx {
     pub pages: Arc<Pages>,
     pub crawler: Arc<Crawler>,
     pub tenants: Arc<Tenants>,
+    /// Signs live-view links.
+    pub live_links: Arc<LiveLinks>,
+    /// Where those links point.
+    pub public_url: Arc<PublicUrl>,
 }
 
 /// What a tool works on, which decides what its calls resolve before it runs.

@@ -18,7 +18,7 @@ browser_read mode=elements and the legend lists them.";
 pub struct ScreenshotArgs {
     /// Numbered boxes on interactive elements (numbers = refs).
     pub annotate: Option<bool>,
-    /// Capture the whole page, not just the viewport.
+    /// Whole page, not just the viewport.
     pub full_page: Option<bool>,
     /// Capture only this element.
     #[serde(rename = "ref")]

@@ -6,21 +6,22 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::navigate::checked_url;
-use super::{Call, Scope, SessionName, Tool};
+use super::{Call, LiveLink, Scope, SessionName, Tool};
 use crate::browser::{Arrival, Destination, TabInfo};
 use crate::error::{ToolError, ToolResult};
 
 const GUIDE: &str = "browser_tabs lists, opens (action=new, optional url), switches to and \
-closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new tabs.";
+closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new tabs. live returns \
+a link (live_url, expires_at) to watch and take over the session in a browser, no token needed.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TabsArgs {
     /// Default list.
     pub action: Option<Action>,
-    /// Tab id for switch/close (close defaults to the active tab).
+    /// Tab id (close: default active).
     pub tab: Option<String>,
-    /// URL to open in the new tab.
+    /// new: URL to open.
     pub url: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
@@ -36,6 +37,7 @@ pub enum Action {
     New,
     Switch,
     Close,
+    Live,
 }
 
 /// The session's tabs after the action.
@@ -44,6 +46,9 @@ pub struct TabsOutput {
     /// new with a url: how the page arrived.
     #[serde(flatten)]
     arrival: Option<Arrival>,
+    /// live: the session's live view.
+    #[serde(flatten)]
+    link: Option<LiveLink>,
     /// The active tab's id.
     active: Option<String>,
     tabs: Vec<TabInfo>,
@@ -60,7 +65,7 @@ impl Tool for Tabs {
     const EXAMPLE: &'static str = r#"{"action": "list"}"#;
     const SCOPE: Scope = Scope::Browser;
     const DESCRIPTION: &'static str =
-        "List, open (new, optional url), switch to, or close browser tabs by id.";
+        "List, open, switch or close tabs by id; live: a link for a person to watch and take over.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         call.session().await?;
@@ -72,8 +77,14 @@ impl Tool for Tabs {
             session.sync_tabs().await?;
         }
         let mut arrival = None;
+        let mut link = None;
         match action {
             Action::List => {}
+            Action::Live => {
+                // Something to show the person.
+                session.active_tab().await?;
+                link = Some(call.live_link()?);
+            }
             Action::New => {
                 let url = args.url.as_deref().map(checked_url).transpose()?;
                 let previous = session.active_id().map(str::to_string);
@@ -110,8 +121,10 @@ impl Tool for Tabs {
                 session.close_tab(&id).await?;
             }
         }
+        let session = call.session().await?;
         Ok(TabsOutput {
             arrival,
+            link,
             active: session.active_id().map(str::to_string),
             tabs: session.list_tabs().await?,
         })

@@ -21,6 +21,7 @@ pub fn routes() -> Router<super::Sites> {
     Router::new()
         .route("/pay", post(pay))
         .route("/slow-post", post(slow_post))
+        .route("/live-press", post(live_press))
 }
 
 /// What the page routes received so far.
@@ -33,6 +34,12 @@ fn record(path: &str, body: &str) {
         .lock()
         .unwrap()
         .push((path.to_string(), body.to_string()));
+}
+
+/// The live-view fixture's button reports each press (and where it was clicked).
+async fn live_press(body: String) -> &'static str {
+    record("/live-press", &body);
+    "ok"
 }
 
 /// The card form's target: a receipt naming what was sent, which tells the embedding page.

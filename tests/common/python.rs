@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// What the venv must hold, as pip requirements.
-const REQUIREMENTS: [&str; 2] = ["mcp>=1.9,<2", "schemathesis>=4.3,<5"];
+const REQUIREMENTS: [&str; 2] = ["mcp>=1.10,<2", "schemathesis>=4.3,<5"];
 
 /// The venv's python, made and filled on first use.
 pub fn python() -> &'static PathBuf {

@@ -445,6 +445,11 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             });
             sse(answer(&[if pictured { "I see the page." } else { "I see nothing." }]))
         }
+        ("hand off", 0) => sse(finished(tool_call_chunks(0, "call_person", "browser_interact", r#"{"action": "handoff", "message": "Solve the puzzle", "timeout_ms": 1000, "session": "chat-handoff"}"#), "tool_calls")),
+        ("hand off", _) => {
+            let timed_out = tool_results[0].contains(r#""handed_back":"timeout""#);
+            sse(answer(&[if timed_out { "Nobody solved it." } else { "no timeout seen" }]))
+        }
         ("forever", n) => sse(finished(tool_call_chunks(0, &format!("call_{n}"), "web_search", r#"{"query": "graph database", "backend": "duckduckgo", "max_results": 1}"#), "tool_calls")),
         ("busy", _) if calls_so_far == 1 => (
             StatusCode::TOO_MANY_REQUESTS,

@@ -1,0 +1,452 @@
+//! The live view: `GET /live/{session}?cap=…` (the page, compiled in) and its WebSocket
+//! `GET /live/{session}/ws?cap=…`, which streams the session's tabs, frames of the tab shown and
+//! the open hand-off, and takes the person's control messages and input.
+//!
+//! Both need a capability link for that session (`capability.rs`), whatever the bearer token:
+//! a link can be given to a person without the token. The WebSocket also needs an `Origin`
+//! of this service, so that no other site's page can drive a session with a leaked link.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use futures::future::BoxFuture;
+use futures::{FutureExt, SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::browser::TabInfo;
+use crate::browser::live::{Control, HandoffState, LiveHub, LiveTabs, RemoteInput, Watching};
+use crate::capability::{Grant, Refusal};
+use crate::error::ToolResult;
+use crate::tenant::Tenant;
+
+const PAGE: &str = include_str!("live.html");
+/// How long "Take control" waits for the agent's current call to end.
+const TAKE_WAIT: Duration = Duration::from_secs(60);
+/// How often the tabs' URLs and titles are refreshed (and a person's popups adopted).
+const REFRESH: Duration = Duration::from_secs(1);
+
+pub(super) fn routes(app: App) -> Router {
+    Router::new()
+        .route("/live/{session}", get(page))
+        .route("/live/{session}/ws", get(socket))
+        .with_state(app)
+}
+
+#[derive(Deserialize)]
+struct Link {
+    cap: Option<String>,
+}
+
+/// Why a live-view request is refused: the status and the sentence shown to the person.
+type Refused = (StatusCode, &'static str);
+
+/// The tenant and session a link opens, or why not.
+fn admit(app: &App, session: &str, link: &Link) -> Result<(Arc<Tenant>, Arc<LiveHub>), Refused> {
+    let Some(cap) = link.cap.as_deref() else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "This page opens only through a live-view link (browser_tabs action=live gives one).",
+        ));
+    };
+    let grant: Grant = app
+        .live_links
+        .check(cap, session)
+        .map_err(|refusal: Refusal| (StatusCode::FORBIDDEN, refusal.explain()))?;
+    let tenant = app
+        .tenants
+        .named(&grant.tenant)
+        .ok_or((StatusCode::FORBIDDEN, Refusal::Forged.explain()))?;
+    let hub = app.browser.live(&tenant, session).ok_or((
+        StatusCode::NOT_FOUND,
+        "This session is not open any more. Ask for a new link once it is.",
+    ))?;
+    Ok((tenant, hub))
+}
+
+async fn page(
+    State(app): State<App>,
+    Path(session): Path<String>,
+    Query(link): Query<Link>,
+) -> Response {
+    if let Err((status, text)) = admit(&app, &session, &link) {
+        return plain_page(status, text);
+    }
+    let mut response = Html(PAGE).into_response();
+    protect(response.headers_mut());
+    response
+}
+
+/// The link is in the URL: it must not leak through a referrer or a cache; the page runs its
+/// own script only, and only this service may frame it (the console).
+fn protect(headers: &mut HeaderMap) {
+    let set = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             img-src blob:; connect-src 'self'; frame-ancestors 'self'; base-uri 'none'",
+        ),
+    ];
+    for (name, value) in set {
+        headers.insert(name, header::HeaderValue::from_static(value));
+    }
+}
+
+fn plain_page(status: StatusCode, text: &str) -> Response {
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>webpilot live view</title><p>{text}</p>"
+    );
+    let mut response = (status, Html(body)).into_response();
+    protect(response.headers_mut());
+    response
+}
+
+async fn socket(
+    State(app): State<App>,
+    Path(session): Path<String>,
+    Query(link): Query<Link>,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let (tenant, hub) = match admit(&app, &session, &link) {
+        Ok(admitted) => admitted,
+        Err((status, text)) => return plain_page(status, text),
+    };
+    if !own_origin(&app, &headers) {
+        return plain_page(
+            StatusCode::FORBIDDEN,
+            "The live view's connection must come from webpilot's own page.",
+        );
+    }
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => return rejection.into_response(),
+    };
+    upgrade.on_upgrade(move |socket| {
+        let viewer = Viewer {
+            app,
+            tenant,
+            session,
+            hub,
+            shown: None,
+            watching: None,
+            control: None,
+            taking: None,
+            last_state: Value::Null,
+            last_size: (0.0, 0.0),
+            handoff: None,
+        };
+        viewer.run(socket)
+    })
+}
+
+/// Whether the upgrade's `Origin` is this service as the request reached it, or its public URL.
+fn own_origin(app: &App, headers: &HeaderMap) -> bool {
+    let Some(origin) = headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| url::Url::parse(v).ok())
+    else {
+        return false;
+    };
+    let authority = |url: &url::Url| {
+        url.host_str()
+            .map(|host| match url.port_or_known_default() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_string(),
+            })
+    };
+    let Some(origin) = authority(&origin) else {
+        return false;
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|host| url::Url::parse(&format!("http://{host}")).ok())
+        .and_then(|url| authority(&url));
+    let public = app
+        .config
+        .public_url
+        .as_deref()
+        .and_then(|public| url::Url::parse(public).ok())
+        .and_then(|url| authority(&url));
+    [host, public]
+        .into_iter()
+        .flatten()
+        .any(|own| own == origin)
+}
+
+/// What the viewer's page sends.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum FromViewer {
+    Take,
+    GiveBack,
+    Done,
+    Tab { tab: String },
+    Input { event: RemoteInput },
+}
+
+/// One connected viewer.
+struct Viewer {
+    app: App,
+    tenant: Arc<Tenant>,
+    session: String,
+    hub: Arc<LiveHub>,
+    /// The tab the person chose to see; None follows the session's active tab.
+    shown: Option<String>,
+    /// The tab whose frames this viewer gets.
+    watching: Option<(String, Watching)>,
+    control: Option<Control>,
+    /// "Take control" waiting for the agent's current call.
+    taking: Option<BoxFuture<'static, ToolResult<Control>>>,
+    last_state: Value,
+    last_size: (f64, f64),
+    /// The last hand-off this viewer saw: its message, and how it ended.
+    handoff: Option<(String, Option<Value>)>,
+}
+
+/// Counts a viewer while it is connected.
+struct Connected<'a>(&'a App);
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        let stats = self.0.browser.live_stats();
+        stats.viewers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Viewer {
+    async fn run(mut self, socket: WebSocket) {
+        let app = self.app.clone();
+        app.browser
+            .live_stats()
+            .viewers
+            .fetch_add(1, Ordering::Relaxed);
+        let _connected = Connected(&app);
+        let (mut sink, mut stream) = socket.split();
+        let mut tabs = self.hub.tabs();
+        let mut handoff = self.hub.handoff();
+        let mut refresh = tokio::time::interval(REFRESH);
+        let renew_every = (app.live_links.lifetime() / 3).max(Duration::from_secs(1));
+        let mut renew =
+            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+        self.follow_tabs().await;
+        if let Some(state) = self.state_if_changed().await
+            && sink.send(state).await.is_err()
+        {
+            return;
+        }
+        loop {
+            let mut outgoing = Vec::new();
+            // Frames alone change nothing else; anything but a frame may have.
+            let mut changed = true;
+            tokio::select! {
+                message = stream.next() => match message {
+                    Some(Ok(Message::Text(text))) => self.on_message(&text, &mut outgoing).await,
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                },
+                frame = next_frame(&mut self.watching) => match frame {
+                    Some(frame) => {
+                        changed = false;
+                        if (frame.width, frame.height) != self.last_size {
+                            self.last_size = (frame.width, frame.height);
+                            outgoing.push(Message::Text(text(json!({
+                                "type": "size", "width": frame.width, "height": frame.height,
+                            }))));
+                        }
+                        outgoing.push(Message::Binary(frame.jpeg.clone().into()));
+                    }
+                    None => self.watching = None,
+                },
+                Ok(()) = tabs.changed() => self.follow_tabs().await,
+                Ok(()) = handoff.changed() => {
+                    // The hand-off is over: a person's control goes with it, the agent goes on.
+                    if !matches!(&*handoff.borrow_and_update(), HandoffState::Open(_)) {
+                        self.control = None;
+                    }
+                }
+                taken = take(&mut self.taking) => {
+                    self.taking = None;
+                    match taken {
+                        Ok(control) => self.control = Some(control),
+                        Err(error) => outgoing.push(notice(&error.message)),
+                    }
+                }
+                _ = refresh.tick() => {
+                    if let Some(control) = self.control.as_mut() {
+                        control.touch();
+                        let _ = control.sync_tabs().await;
+                    }
+                }
+                _ = renew.tick() => {
+                    let (cap, grant) = app.live_links.mint(self.tenant.name(), &self.session);
+                    outgoing.push(Message::Text(text(json!({
+                        "type": "link", "cap": cap,
+                        "expires_at": crate::capability::rfc3339(grant.expires_at),
+                    }))));
+                }
+                () = app.stop.cancelled() => break,
+            }
+            if changed && let Some(state) = self.state_if_changed().await {
+                outgoing.push(state);
+            }
+            for message in outgoing {
+                if sink.send(message).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn on_message(&mut self, message: &str, outgoing: &mut Vec<Message>) {
+        let message: FromViewer = match serde_json::from_str(message) {
+            Ok(message) => message,
+            Err(error) => {
+                outgoing.push(notice(&format!("not understood: {error}")));
+                return;
+            }
+        };
+        match message {
+            FromViewer::Take => {
+                if self.control.is_none() && self.taking.is_none() {
+                    let (browser, tenant, session) = (
+                        self.app.browser.clone(),
+                        self.tenant.clone(),
+                        self.session.clone(),
+                    );
+                    let deadline = Instant::now() + TAKE_WAIT;
+                    self.taking = Some(
+                        async move { browser.take_control(&tenant, &session, deadline).await }
+                            .boxed(),
+                    );
+                }
+            }
+            FromViewer::GiveBack => {
+                self.control = None;
+                self.taking = None;
+            }
+            FromViewer::Done => {
+                self.hub.done();
+                self.control = None;
+                self.taking = None;
+            }
+            FromViewer::Tab { tab } => {
+                if let Some(control) = self.control.as_mut()
+                    && let Err(error) = control.switch_to(&tab)
+                {
+                    outgoing.push(notice(&error.message));
+                    return;
+                }
+                self.shown = Some(tab);
+                self.follow_tabs().await;
+            }
+            FromViewer::Input { event } => {
+                let Some(control) = &self.control else {
+                    return;
+                };
+                let tabs = self.hub.tabs().borrow().clone();
+                let Some(tab) = tabs.shown(self.shown.as_deref()) else {
+                    return;
+                };
+                if let Err(error) = self.hub.input(control, tab, event).await {
+                    outgoing.push(notice(&error.message));
+                }
+            }
+        }
+    }
+
+    /// Watches the tab to show now (the chosen one, else the session's active tab).
+    async fn follow_tabs(&mut self) {
+        let tabs: LiveTabs = self.hub.tabs().borrow().clone();
+        let Some(tab) = tabs.shown(self.shown.as_deref()) else {
+            self.watching = None;
+            return;
+        };
+        if self.watching.as_ref().is_some_and(|(id, _)| *id == tab.id) {
+            return;
+        }
+        self.last_size = (0.0, 0.0);
+        self.watching = match self.hub.watch(tab).await {
+            Ok(watching) => Some((tab.id.clone(), watching)),
+            Err(error) => {
+                tracing::debug!(message = %error.message, "cannot watch a tab");
+                None
+            }
+        };
+    }
+
+    /// The viewer's state (tabs, what it shows, control, hand-off), when it changed.
+    async fn state_if_changed(&mut self) -> Option<Message> {
+        let tabs: LiveTabs = self.hub.tabs().borrow().clone();
+        let infos: Vec<TabInfo> = tabs.infos().await;
+        let control = match (&self.control, &self.taking) {
+            (Some(_), _) => "you",
+            (None, Some(_)) => "waiting",
+            (None, None) if self.hub.controlled() => "other",
+            (None, None) => "none",
+        };
+        // A hand-off's end stays on screen after the agent took it up (the state is then None).
+        self.handoff = match (&*self.hub.handoff().borrow(), self.handoff.take()) {
+            (HandoffState::Open(h), _) => Some((h.message.clone(), None)),
+            (HandoffState::Ended(h, outcome), _) => Some((h.message.clone(), Some(json!(outcome)))),
+            (HandoffState::None, Some((message, None))) => Some((message, Some(json!("ended")))),
+            (HandoffState::None, seen) => seen,
+        };
+        let (handoff, ended) = match &self.handoff {
+            None => (Value::Null, Value::Null),
+            Some((message, ended)) => (json!({ "message": message }), json!(ended)),
+        };
+        let state = json!({
+            "type": "state",
+            "session": self.session,
+            "tabs": infos,
+            "shown": self.watching.as_ref().map(|(id, _)| id),
+            "control": control,
+            "handoff": handoff,
+            "ended": ended,
+        });
+        if state == self.last_state {
+            return None;
+        }
+        self.last_state = state.clone();
+        Some(Message::Text(text(state)))
+    }
+}
+
+async fn next_frame(
+    watching: &mut Option<(String, Watching)>,
+) -> Option<Arc<crate::browser::live::Frame>> {
+    match watching {
+        Some((_, watching)) => watching.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn take(taking: &mut Option<BoxFuture<'static, ToolResult<Control>>>) -> ToolResult<Control> {
+    match taking {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn notice(message: &str) -> Message {
+    Message::Text(text(json!({ "type": "notice", "message": message })))
+}
+
+fn text(value: Value) -> Utf8Bytes {
+    value.to_string().into()
+}

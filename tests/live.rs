@@ -1,0 +1,610 @@
+//! The live view and hand-off, with real Chromium on both ends: the person is a second session
+//! of the same service that opens the live link the way a person's browser would, and drives
+//! the page through it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{call, decode, element_lines, eventually, harness, ok, ref_of};
+use serde_json::{Value, json};
+
+/// The fixture's block colour (`fixtures/live.html`), and after a press.
+const BLOCK: [u8; 3] = [0xe0, 0x21, 0x8a];
+const PRESSED: [u8; 3] = [0x21, 0xe0, 0x8a];
+
+/// Opens the live fixture in `worker` and returns the session's live link.
+async fn worker_with_link(worker: &str) -> String {
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("live.html") }),
+    )
+    .await;
+    let live = ok(
+        "browser_tabs",
+        json!({ "session": worker, "action": "live" }),
+    )
+    .await;
+    live["live_url"].as_str().expect("live_url").to_string()
+}
+
+/// The share of the viewer's screenshot in (about) `colour`.
+async fn share_of(viewer: &str, colour: [u8; 3]) -> f64 {
+    let shot = ok("browser_screenshot", json!({ "session": viewer })).await;
+    let image = decode(&shot).to_rgb8();
+    let near = |a: u8, b: u8| a.abs_diff(b) < 24;
+    let matching = image
+        .pixels()
+        .filter(|p| near(p[0], colour[0]) && near(p[1], colour[1]) && near(p[2], colour[2]))
+        .count();
+    matching as f64 / f64::from(image.width() * image.height())
+}
+
+/// Waits until the viewer shows `colour` over a good part of its screen.
+async fn shows(viewer: &str, colour: [u8; 3], within: Duration) {
+    eventually("the viewer shows the worker's page", within, || async {
+        share_of(viewer, colour).await > 0.2
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_viewer_shows_the_worker_page_within_two_seconds() {
+    let link = worker_with_link("live-shows").await;
+    let opened = Instant::now();
+    ok(
+        "browser_navigate",
+        json!({ "session": "live-shows-viewer", "target": link }),
+    )
+    .await;
+    shows("live-shows-viewer", BLOCK, Duration::from_secs(2)).await;
+    eprintln!("first frame shown after {:?}", opened.elapsed());
+    let lines = element_lines("live-shows-viewer").await;
+    for name in ["\"Live view\"", "\"Take control\""] {
+        assert!(
+            lines.iter().any(|l| l.contains(name)),
+            "{name} in {lines:#?}"
+        );
+    }
+}
+
+/// The ref of the viewer's element whose line contains `needle`, once the viewer shows it.
+async fn viewer_ref(viewer: &str, needle: &str) -> u32 {
+    let started = Instant::now();
+    loop {
+        let lines = element_lines(viewer).await;
+        if lines.iter().any(|l| l.contains(needle)) {
+            return ref_of(&lines, needle);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the viewer never offered {needle}: {lines:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the viewer's page shows `text`.
+async fn viewer_says(viewer: &str, text: &str) {
+    eventually(
+        &format!("the viewer says {text:?}"),
+        Duration::from_secs(10),
+        || async { common::page_text(viewer).await.contains(text) },
+    )
+    .await;
+}
+
+async fn viewer_click(viewer: &str, needle: &str) {
+    let target = viewer_ref(viewer, needle).await;
+    ok(
+        "browser_interact",
+        json!({ "session": viewer, "action": "click", "ref": target }),
+    )
+    .await;
+}
+
+/// Opens the link in `viewer` and takes control of the worker session.
+async fn take_control(viewer: &str, link: &str) {
+    ok(
+        "browser_navigate",
+        json!({ "session": viewer, "target": link }),
+    )
+    .await;
+    viewer_click(viewer, "\"Take control\"").await;
+    viewer_ref(viewer, "\"Give back\"").await;
+}
+
+/// Keys pressed on the viewer's screen (it has focus, so they go to the worker's page).
+async fn viewer_keys(viewer: &str, keys: &str) {
+    let screen = viewer_ref(viewer, "\"Live view\"").await;
+    ok(
+        "browser_interact",
+        json!({ "session": viewer, "action": "send_keys", "ref": screen, "keys": keys }),
+    )
+    .await;
+}
+
+/// Text typed on the viewer's screen.
+async fn viewer_types(viewer: &str, text: &str) {
+    let screen = viewer_ref(viewer, "\"Live view\"").await;
+    ok(
+        "browser_interact",
+        json!({ "session": viewer, "action": "type", "ref": screen, "text": text, "clear": false }),
+    )
+    .await;
+}
+
+fn presses() -> Vec<String> {
+    common::page_fixtures::received()
+        .into_iter()
+        .filter(|(path, _)| path == "/live-press")
+        .map(|(_, body)| body)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_person_in_control_clicks_and_types_at_the_right_place() {
+    let worker = "live-input";
+    let viewer = "live-input-viewer";
+    let link = worker_with_link(worker).await;
+    take_control(viewer, &link).await;
+    // The viewer's screen is smaller than the worker's 1280×720 viewport: a click at its middle
+    // must land at the middle of the worker's page, where the button is.
+    let before = presses().len();
+    viewer_click(viewer, "\"Live view\"").await;
+    eventually(
+        "the server saw the press",
+        Duration::from_secs(5),
+        || async { presses().len() > before },
+    )
+    .await;
+    let press = presses().pop().unwrap();
+    let field = |name: &str| -> f64 {
+        url::form_urlencoded::parse(press.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap()
+    };
+    assert!((field("x") - 640.0).abs() < 12.0, "pressed at {press}");
+    assert!((field("y") - 360.0).abs() < 12.0, "pressed at {press}");
+    shows(viewer, PRESSED, Duration::from_secs(5)).await;
+
+    // The press focused the field: a chord selects its text, typing replaces it.
+    viewer_keys(viewer, "Control+A").await;
+    viewer_types(viewer, "héllo wörld ✓ 日本").await;
+    viewer_keys(viewer, "End Backspace").await;
+    viewer_click(viewer, "\"Give back\"").await;
+    viewer_ref(viewer, "\"Take control\"").await;
+    let value = ok(
+        "browser_interact",
+        json!({ "session": worker, "action": "evaluate", "script": "document.getElementById('field').value" }),
+    )
+    .await;
+    assert_eq!(value["value"], "héllo wörld ✓ 日", "{value:#}");
+}
+
+#[tokio::test]
+async fn agent_calls_wait_while_a_person_has_control() {
+    let worker = "live-waits";
+    let viewer = "live-waits-viewer";
+    let link = worker_with_link(worker).await;
+    take_control(viewer, &link).await;
+    // A call whose time runs out while the person drives says so.
+    let (status, refused) = call(
+        "browser_interact",
+        json!({ "session": worker, "action": "evaluate", "script": "1", "timeout_ms": 300 }),
+    )
+    .await;
+    assert_eq!(status, 504, "{refused:#}");
+    assert_eq!(refused["error"]["code"], "TIMEOUT");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a person has control"),
+        "{refused:#}"
+    );
+    // One with time to spare waits, and runs once the viewer is closed.
+    let waiting = tokio::spawn(call(
+        "browser_interact",
+        json!({ "session": worker, "action": "evaluate", "script": "document.title", "timeout_ms": 30000 }),
+    ));
+    // The viewer still works (and the call still waits) while the person goes on.
+    viewer_keys(viewer, "Tab").await;
+    assert!(
+        !waiting.is_finished(),
+        "the agent's call ran while a person had control"
+    );
+    let closed = Instant::now();
+    ok(
+        "browser_navigate",
+        json!({ "session": viewer, "target": "about:blank" }),
+    )
+    .await;
+    let (status, read) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{read:#}");
+    assert!(
+        closed.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        closed.elapsed()
+    );
+}
+
+/// Starts a hand-off on `worker` in the background; returns it and the session's live link.
+async fn start_handoff(
+    worker: &str,
+    args: Value,
+) -> (tokio::task::JoinHandle<(u16, Value)>, String) {
+    let mut args = args;
+    args["session"] = json!(worker);
+    args["action"] = json!("handoff");
+    let handoff = tokio::spawn(call("browser_interact", args));
+    // The waiting hand-off lets go of the session: asking for its link does not wait.
+    let live = ok(
+        "browser_tabs",
+        json!({ "session": worker, "action": "live" }),
+    )
+    .await;
+    (handoff, live["live_url"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn a_person_logs_in_through_the_live_view_and_the_login_is_saved() {
+    let worker = "live-login";
+    let viewer = "live-login-viewer";
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("login") }),
+    )
+    .await;
+    let (handoff, link) = start_handoff(
+        worker,
+        json!({ "message": "Please sign in as alice", "until": "Welcome, alice", "timeout_ms": 60000 }),
+    )
+    .await;
+    take_control(viewer, &link).await;
+    viewer_says(viewer, "Please sign in as alice").await;
+    viewer_keys(viewer, "Tab").await;
+    viewer_types(viewer, "alice").await;
+    viewer_keys(viewer, "Tab").await;
+    viewer_types(viewer, "wonderland").await;
+    viewer_keys(viewer, "Enter").await;
+    let submitted = Instant::now();
+    let (status, result) = handoff.await.unwrap();
+    assert_eq!(status, 200, "{result:#}");
+    assert_eq!(result["handed_back"], "until", "{result:#}");
+    assert!(
+        result["url"].as_str().unwrap().ends_with("/account"),
+        "{result:#}"
+    );
+    assert_eq!(result["navigated"], true, "{result:#}");
+    assert!(
+        result["live_url"]
+            .as_str()
+            .unwrap()
+            .contains("/live/live-login?cap=")
+    );
+    // Submitting includes the form post and the redirect; the hand-off notices within 1 s more.
+    assert!(
+        submitted.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        submitted.elapsed()
+    );
+    // The person's control went with the hand-off: the agent goes on at once.
+    viewer_says(viewer, "Handed back to the agent").await;
+
+    ok(
+        "browser_cookies",
+        json!({ "session": worker, "action": "export", "name": "live-login" }),
+    )
+    .await;
+    let check = json!({ "url": harness().page("account"), "text": "Welcome, alice" });
+    let fresh = ok(
+        "browser_cookies",
+        json!({ "session": "live-login-later", "action": "ensure_login", "name": "live-login", "check": check }),
+    )
+    .await;
+    assert_eq!(fresh["logged_in"], true, "{fresh:#}");
+}
+
+#[tokio::test]
+async fn a_handoff_ends_with_done_with_its_timeout_or_at_once() {
+    let worker = "live-ends";
+    let viewer = "live-ends-viewer";
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("live.html") }),
+    )
+    .await;
+    // Done, pressed by the person (who need not take control for it).
+    let (handoff, link) = start_handoff(worker, json!({ "message": "Check the page" })).await;
+    ok(
+        "browser_navigate",
+        json!({ "session": viewer, "target": link }),
+    )
+    .await;
+    viewer_says(viewer, "Check the page").await;
+    viewer_click(viewer, "\"Done\"").await;
+    let (status, done) = handoff.await.unwrap();
+    assert_eq!(status, 200, "{done:#}");
+    assert_eq!(done["handed_back"], "person", "{done:#}");
+    assert_eq!(done["navigated"], false, "{done:#}");
+
+    // Nobody comes: the hand-off ends with its time limit, and says so.
+    let started = Instant::now();
+    let timed_out = ok(
+        "browser_interact",
+        json!({ "session": worker, "action": "handoff", "message": "Nobody is there", "timeout_ms": 1500 }),
+    )
+    .await;
+    assert_eq!(timed_out["handed_back"], "timeout", "{timed_out:#}");
+    assert!(
+        timed_out["waited_ms"].as_u64().unwrap() >= 1400,
+        "{timed_out:#}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+
+    // wait: false returns at once; a later wait picks the hand-off up.
+    let started = Instant::now();
+    let open = ok(
+        "browser_interact",
+        json!({ "session": worker, "action": "handoff", "message": "Later, please", "wait": false }),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(open.get("handed_back").is_none(), "{open:#}");
+    let link = open["live_url"].as_str().unwrap();
+    ok(
+        "browser_navigate",
+        json!({ "session": viewer, "target": link }),
+    )
+    .await;
+    let (status, early) = call(
+        "browser_interact",
+        json!({ "session": worker, "action": "wait", "timeout_ms": 300 }),
+    )
+    .await;
+    assert_eq!(status, 504, "{early:#}");
+    assert!(
+        early["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("/live/live-ends"),
+        "{early:#}"
+    );
+    viewer_click(viewer, "\"Done\"").await;
+    let picked = ok(
+        "browser_interact",
+        json!({ "session": worker, "action": "wait", "timeout_ms": 10000 }),
+    )
+    .await;
+    assert_eq!(picked["handed_back"], "person", "{picked:#}");
+    // Picked up once: the session has no hand-off left, a plain wait is a plain wait again.
+    let (status, plain) = call(
+        "browser_interact",
+        json!({ "session": worker, "action": "wait" }),
+    )
+    .await;
+    assert_eq!(status, 400, "{plain:#}");
+}
+
+const TOKEN: &str = "live-view-test-token-0123456789";
+
+/// A service with a token and links that live 3 s, for the tests of access.
+fn guarded() -> &'static common::Harness {
+    static GUARDED: std::sync::OnceLock<common::Harness> = std::sync::OnceLock::new();
+    GUARDED.get_or_init(|| {
+        let mut config = common::loopback_config();
+        config.token = Some(TOKEN.into());
+        config.live_link_secs = 3;
+        common::start(config)
+    })
+}
+
+async fn guarded_call(tool: &str, args: Value) -> Value {
+    let response = common::client()
+        .post(format!("{}/api/tools/{tool}", guarded().api))
+        .bearer_auth(TOKEN)
+        .json(&args)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{tool} {args}");
+    response.json().await.unwrap()
+}
+
+async fn guarded_metric(name: &str) -> f64 {
+    let text = common::client()
+        .get(format!("{}/metrics", guarded().api))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// `GET url` without any token: status and body.
+async fn fetch(url: &str) -> (u16, String) {
+    let response = common::client().get(url).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Opens the live view's WebSocket with `origin`.
+async fn connect(
+    link: &str,
+    origin: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    tokio_tungstenite::tungstenite::Error,
+> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let (page, query) = link.split_once('?').unwrap();
+    let ws = format!("{}/ws?{query}", page.replacen("http://", "ws://", 1));
+    let mut request = ws.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", origin.parse().unwrap());
+    tokio_tungstenite::connect_async(request)
+        .await
+        .map(|(socket, _)| socket)
+}
+
+/// The next binary message (a frame) of a live view's socket.
+async fn next_frame(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> Vec<u8> {
+    use futures::StreamExt;
+    let deadline = Duration::from_secs(10);
+    tokio::time::timeout(deadline, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Binary(jpeg))) => {
+                    return jpeg.to_vec();
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the live view's socket ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a frame within 10 s")
+}
+
+#[tokio::test]
+async fn links_open_their_own_session_only_for_a_while_and_from_webpilot_pages() {
+    let api = &guarded().api;
+    for session in ["cap-a", "cap-b"] {
+        guarded_call(
+            "browser_navigate",
+            json!({ "session": session, "target": harness().page("live.html") }),
+        )
+        .await;
+    }
+    let live = guarded_call(
+        "browser_tabs",
+        json!({ "session": "cap-a", "action": "live" }),
+    )
+    .await;
+    let link = live["live_url"].as_str().unwrap().to_string();
+    assert!(
+        link.starts_with(&format!("{api}/live/cap-a?cap=")),
+        "{link}"
+    );
+    assert!(
+        live["expires_at"].as_str().unwrap().ends_with('Z'),
+        "{live:#}"
+    );
+    let (status, page) = fetch(&link).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Live view"));
+
+    let other = link.replacen("/live/cap-a?", "/live/cap-b?", 1);
+    let (status, page) = fetch(&other).await;
+    assert_eq!(
+        (status, page.contains("another session")),
+        (403, true),
+        "{page}"
+    );
+    let mut tampered = link.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let (status, page) = fetch(&tampered).await;
+    assert_eq!((status, page.contains("not valid")), (403, true), "{page}");
+    for bare in [format!("{api}/live/cap-a"), format!("{api}/live/cap-a/ws")] {
+        let (status, page) = fetch(&bare).await;
+        assert_eq!(status, 403, "{bare}: {page}");
+    }
+    // The token still guards everything else.
+    let (status, _) = fetch(&format!("{api}/api/tools")).await;
+    assert_eq!(status, 401);
+
+    // The socket wants the same link, from webpilot's own origin.
+    let refused = connect(&link, "http://evil.example").await.unwrap_err();
+    assert!(refused.to_string().contains("403"), "{refused}");
+    let refused = connect(&other, api).await.unwrap_err();
+    assert!(refused.to_string().contains("403"), "{refused}");
+    let mut socket = connect(&link, api).await.expect("the live view's socket");
+    let jpeg = next_frame(&mut socket).await;
+    let frame = image::load_from_memory(&jpeg).unwrap().to_rgb8();
+    assert_eq!((frame.width(), frame.height()), (1280, 720));
+    let middle = frame.get_pixel(100, 600);
+    assert!(middle[0] > 0xc0 && middle[1] < 0x60, "{middle:?}");
+    assert_eq!(guarded_metric("webpilot_live_screencasts").await, 1.0);
+
+    // The last viewer gone, the screencast stops: the page changes, no frame comes.
+    drop(socket);
+    eventually("the screencast stops", Duration::from_secs(5), || async {
+        guarded_metric("webpilot_live_screencasts").await == 0.0
+            && guarded_metric("webpilot_live_viewers").await == 0.0
+    })
+    .await;
+    let frames = guarded_metric("webpilot_live_frames_total").await;
+    guarded_call(
+        "browser_interact",
+        json!({ "session": "cap-a", "action": "evaluate", "script": "document.getElementById('press').click()" }),
+    )
+    .await;
+    guarded_call("browser_screenshot", json!({ "session": "cap-a" })).await;
+    assert_eq!(guarded_metric("webpilot_live_frames_total").await, frames);
+
+    // Links expire (3 s here); a live view renews its own while it is open.
+    eventually("the link expires", Duration::from_secs(10), || async {
+        let (status, page) = fetch(&link).await;
+        status == 403 && page.contains("expired")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_cli_prints_the_live_link_at_once_and_serves_it_while_it_waits() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .args(["--data-dir"])
+        .arg(dir.path())
+        .args([
+            "call",
+            "browser_interact",
+            r#"{"action": "handoff", "message": "Press Done, please", "timeout_ms": 60000}"#,
+        ])
+        .env("TMPDIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(cli.stderr.take().unwrap()).lines();
+    let link = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(link) = line.strip_prefix("Live view: ") {
+                return link.to_string();
+            }
+        }
+        panic!("the CLI ended without printing the live link");
+    })
+    .await
+    .expect("the link on stderr while the call waits");
+    // The person opens it and presses Done: the call returns.
+    let (status, page) = fetch(&link).await;
+    assert_eq!(status, 200, "{page}");
+    ok(
+        "browser_navigate",
+        json!({ "session": "live-cli-viewer", "target": link }),
+    )
+    .await;
+    viewer_click("live-cli-viewer", "\"Done\"").await;
+    let output = tokio::time::timeout(Duration::from_secs(30), cli.wait_with_output())
+        .await
+        .expect("the CLI returns once the person is done")
+        .unwrap();
+    assert!(output.status.success());
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["handed_back"], "person", "{result:#}");
+}
