@@ -66,6 +66,21 @@ async fn the_viewer_shows_the_worker_page_within_two_seconds() {
             "{name} in {lines:#?}"
         );
     }
+    // The view follows the session's active tab, and its tab strip shows another one.
+    ok(
+        "browser_tabs",
+        json!({ "session": "live-shows", "action": "new", "url": harness().page("light.html") }),
+    )
+    .await;
+    viewer_ref("live-shows-viewer", "tab \"Light counter\"").await;
+    eventually(
+        "the viewer follows the new tab",
+        Duration::from_secs(5),
+        || async { share_of("live-shows-viewer", BLOCK).await < 0.01 },
+    )
+    .await;
+    viewer_click("live-shows-viewer", "tab \"Live fixture\"").await;
+    shows("live-shows-viewer", BLOCK, Duration::from_secs(5)).await;
 }
 
 /// The ref of the viewer's element whose line contains `needle`, once the viewer shows it.
@@ -173,6 +188,18 @@ async fn a_person_in_control_clicks_and_types_at_the_right_place() {
     viewer_keys(viewer, "Control+A").await;
     viewer_types(viewer, "héllo wörld ✓ 日本").await;
     viewer_keys(viewer, "End Backspace").await;
+    // An IME composition and a paste, as the viewer's page receives them from its browser.
+    let compose_and_paste = "const s = document.getElementById('screen'); \
+        s.dispatchEvent(new CompositionEvent('compositionstart', { data: '' })); \
+        s.dispatchEvent(new CompositionEvent('compositionupdate', { data: 'かな' })); \
+        s.dispatchEvent(new CompositionEvent('compositionend', { data: '仮名' })); \
+        const data = new DataTransfer(); data.setData('text/plain', ' pasted'); \
+        s.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));";
+    ok(
+        "browser_interact",
+        json!({ "session": viewer, "action": "evaluate", "script": compose_and_paste }),
+    )
+    .await;
     viewer_click(viewer, "\"Give back\"").await;
     viewer_ref(viewer, "\"Take control\"").await;
     let value = ok(
@@ -180,7 +207,7 @@ async fn a_person_in_control_clicks_and_types_at_the_right_place() {
         json!({ "session": worker, "action": "evaluate", "script": "document.getElementById('field').value" }),
     )
     .await;
-    assert_eq!(value["value"], "héllo wörld ✓ 日", "{value:#}");
+    assert_eq!(value["value"], "héllo wörld ✓ 日仮名 pasted", "{value:#}");
 }
 
 #[tokio::test]
@@ -555,11 +582,40 @@ async fn links_open_their_own_session_only_for_a_while_and_from_webpilot_pages()
     assert_eq!(guarded_metric("webpilot_live_frames_total").await, frames);
 
     // Links expire (3 s here); a live view renews its own while it is open.
+    let mut socket = connect(&link, api).await.expect("the live view's socket");
     eventually("the link expires", Duration::from_secs(10), || async {
         let (status, page) = fetch(&link).await;
         status == 403 && page.contains("expired")
     })
     .await;
+    let renewed = renewed_link(&mut socket).await;
+    let (status, page) = fetch(&format!("{api}/live/cap-a?cap={renewed}")).await;
+    assert_eq!(status, 200, "the renewed link works: {page}");
+}
+
+/// The next renewed capability the live view's socket sends.
+async fn renewed_link(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> String {
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
+                    let message: Value = serde_json::from_str(&text).unwrap();
+                    if message["type"] == "link" {
+                        return message["cap"].as_str().unwrap().to_string();
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the live view's socket ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a renewed link within 10 s")
 }
 
 #[tokio::test]

@@ -765,7 +765,10 @@ impl BrowserService {
             let names: Vec<SessionKey> = sessions
                 .iter()
                 .filter(|(_, s)| {
-                    s.idle_for() >= s.idle_limit.unwrap_or(idle) && s.state.try_lock().is_ok()
+                    s.idle_for() >= s.idle_limit.unwrap_or(idle)
+                        && s.state.try_lock().is_ok()
+                        // A person watching it, or an agent waiting for one, is using it.
+                        && !s.live.attended()
                 })
                 .map(|(key, _)| key.clone())
                 .collect();

@@ -7,7 +7,6 @@
 //! of this service, so that no other site's page can drive a session with a leaked link.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -24,7 +23,9 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::browser::TabInfo;
-use crate::browser::live::{Control, HandoffState, LiveHub, LiveTabs, RemoteInput, Watching};
+use crate::browser::live::{
+    Control, HandoffState, LiveHub, LiveTab, LiveTabs, RemoteInput, Watching,
+};
 use crate::capability::{Grant, Refusal};
 use crate::error::ToolResult;
 use crate::tenant::Tenant;
@@ -208,7 +209,7 @@ struct Viewer {
     /// The tab the person chose to see; None follows the session's active tab.
     shown: Option<String>,
     /// The tab whose frames this viewer gets.
-    watching: Option<(String, Watching)>,
+    watching: Option<(LiveTab, Watching)>,
     control: Option<Control>,
     /// "Take control" waiting for the agent's current call.
     taking: Option<BoxFuture<'static, ToolResult<Control>>>,
@@ -218,24 +219,10 @@ struct Viewer {
     handoff: Option<(String, Option<Value>)>,
 }
 
-/// Counts a viewer while it is connected.
-struct Connected<'a>(&'a App);
-
-impl Drop for Connected<'_> {
-    fn drop(&mut self) {
-        let stats = self.0.browser.live_stats();
-        stats.viewers.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl Viewer {
     async fn run(mut self, socket: WebSocket) {
         let app = self.app.clone();
-        app.browser
-            .live_stats()
-            .viewers
-            .fetch_add(1, Ordering::Relaxed);
-        let _connected = Connected(&app);
+        let _viewing = self.hub.viewer();
         let (mut sink, mut stream) = socket.split();
         let mut tabs = self.hub.tabs();
         let mut handoff = self.hub.handoff();
@@ -277,6 +264,7 @@ impl Viewer {
                     // The hand-off is over: a person's control goes with it, the agent goes on.
                     if !matches!(&*handoff.borrow_and_update(), HandoffState::Open(_)) {
                         self.control = None;
+                        self.taking = None;
                     }
                 }
                 taken = take(&mut self.taking) => {
@@ -287,6 +275,14 @@ impl Viewer {
                     }
                 }
                 _ = refresh.tick() => {
+                    let still_live = app
+                        .browser
+                        .live(&self.tenant, &self.session)
+                        .is_some_and(|hub| Arc::ptr_eq(&hub, &self.hub));
+                    if !still_live {
+                        let _ = sink.send(notice("The session has closed.")).await;
+                        break;
+                    }
                     if let Some(control) = self.control.as_mut() {
                         control.touch();
                         let _ = control.sync_tabs().await;
@@ -376,12 +372,16 @@ impl Viewer {
             self.watching = None;
             return;
         };
-        if self.watching.as_ref().is_some_and(|(id, _)| *id == tab.id) {
+        if self
+            .watching
+            .as_ref()
+            .is_some_and(|(watched, _)| watched.is(tab))
+        {
             return;
         }
         self.last_size = (0.0, 0.0);
         self.watching = match self.hub.watch(tab).await {
-            Ok(watching) => Some((tab.id.clone(), watching)),
+            Ok(watching) => Some((tab.clone(), watching)),
             Err(error) => {
                 tracing::debug!(message = %error.message, "cannot watch a tab");
                 None
@@ -414,7 +414,7 @@ impl Viewer {
             "type": "state",
             "session": self.session,
             "tabs": infos,
-            "shown": self.watching.as_ref().map(|(id, _)| id),
+            "shown": self.watching.as_ref().map(|(tab, _)| &tab.id),
             "control": control,
             "handoff": handoff,
             "ended": ended,
@@ -428,7 +428,7 @@ impl Viewer {
 }
 
 async fn next_frame(
-    watching: &mut Option<(String, Watching)>,
+    watching: &mut Option<(LiveTab, Watching)>,
 ) -> Option<Arc<crate::browser::live::Frame>> {
     match watching {
         Some((_, watching)) => watching.next().await,

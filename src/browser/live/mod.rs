@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::page::BringToFrontParams;
 use chromiumoxide::cdp::browser_protocol::target::{GetTargetInfoParams, TargetId};
 use tokio::sync::watch;
 
@@ -61,6 +62,11 @@ impl LiveTab {
             target,
             browser,
         }
+    }
+
+    /// Whether `other` is this tab showing the same page (a crashed tab's replacement is not).
+    pub fn is(&self, other: &LiveTab) -> bool {
+        self.id == other.id && self.target == other.target
     }
 
     /// URL and title, as Chromium has them (no script runs in the page).
@@ -121,11 +127,7 @@ impl LiveTabs {
     fn same_as(&self, other: &LiveTabs) -> bool {
         self.active == other.active
             && self.tabs.len() == other.tabs.len()
-            && self
-                .tabs
-                .iter()
-                .zip(&other.tabs)
-                .all(|(a, b)| a.id == b.id && a.target == b.target)
+            && self.tabs.iter().zip(&other.tabs).all(|(a, b)| a.is(b))
     }
 }
 
@@ -136,6 +138,8 @@ pub struct LiveHub {
     screencasts: Mutex<HashMap<TargetId, Weak<screencast::Screencast>>>,
     /// A person has control (holds the session's command lock through a viewer).
     controlled: AtomicBool,
+    /// Viewers connected to this session.
+    viewers: AtomicUsize,
     stats: Arc<LiveStats>,
     /// The frame size asked of Chromium: the configured viewport.
     frame_size: (u32, u32),
@@ -148,6 +152,7 @@ impl LiveHub {
             handoff: watch::channel(HandoffState::None).0,
             screencasts: Mutex::new(HashMap::new()),
             controlled: AtomicBool::new(false),
+            viewers: AtomicUsize::new(0),
             stats,
             frame_size,
         })
@@ -179,9 +184,30 @@ impl LiveHub {
         self.controlled.load(Ordering::Relaxed)
     }
 
+    /// Counts a viewer of this session (and of the service) while the returned value lives.
+    pub fn viewer(self: &Arc<Self>) -> Viewing {
+        self.viewers.fetch_add(1, Ordering::Relaxed);
+        self.stats.viewers.fetch_add(1, Ordering::Relaxed);
+        Viewing(self.clone())
+    }
+
+    /// Whether someone watches the session or an agent waits for a person in it: the session
+    /// is in use even though no call runs.
+    pub fn attended(&self) -> bool {
+        self.viewers.load(Ordering::Relaxed) > 0
+            || matches!(&*self.handoff.borrow(), HandoffState::Open(_))
+    }
+
     /// Frames of `tab`, starting its screencast if no one watches it yet; it stops when the last
-    /// `Watching` of it is dropped.
+    /// `Watching` of it is dropped. The tab comes to the front: Chromium paints (and so
+    /// screencasts) only the tab in front.
     pub async fn watch(&self, tab: &LiveTab) -> ToolResult<Watching> {
+        tab.browser
+            .cdp(
+                "bringing the tab to the front",
+                tab.page.execute(BringToFrontParams::default()),
+            )
+            .await?;
         let existing = {
             let mut casts = self.screencasts.lock().unwrap_or_else(|p| p.into_inner());
             casts.retain(|_, cast| cast.strong_count() > 0);
@@ -241,6 +267,16 @@ impl LiveHub {
             HandoffState::None => None,
             HandoffState::Open(h) | HandoffState::Ended(h, _) => Some(h.clone()),
         }
+    }
+}
+
+/// A connected viewer, counted while it lives.
+pub struct Viewing(Arc<LiveHub>);
+
+impl Drop for Viewing {
+    fn drop(&mut self) {
+        self.0.viewers.fetch_sub(1, Ordering::Relaxed);
+        self.0.stats.viewers.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

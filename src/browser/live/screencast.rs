@@ -132,7 +132,8 @@ impl Shared {
 
 /// One viewer's subscription to a tab's frames.
 pub struct Watching {
-    cast: Arc<Screencast>,
+    /// Keeps the screencast running.
+    _cast: Arc<Screencast>,
     frames: broadcast::Receiver<Arc<Frame>>,
     /// The newest frame at the time of joining, handed out first.
     first: Option<Arc<Frame>>,
@@ -148,7 +149,7 @@ impl Watching {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         Self {
-            cast,
+            _cast: cast,
             frames,
             first,
         }
@@ -167,10 +168,5 @@ impl Watching {
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
-    }
-
-    /// Whether this subscription and `other` watch the same screencast.
-    pub fn same_cast(&self, other: &Watching) -> bool {
-        Arc::ptr_eq(&self.cast, &other.cast)
     }
 }
