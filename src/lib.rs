@@ -8,6 +8,7 @@
 //! - [`files`]: which server files tools may read (under the configured roots, capped).
 //! - [`tenant`]: who a caller is (keys, the operator), what is theirs, and their limits.
 //! - [`rate`]: token buckets for call rates.
+//! - [`capability`]: signed, expiring links to one session's live view, and where they point.
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
@@ -18,12 +19,14 @@
 //! - [`egress`]: the policy proxy every connection of Chromium goes through (SOCKS5, one lane
 //!   per browser context, refusals logged per lane).
 //! - [`web`]: the browserless side — guarded HTTP client, search backends, extraction, Markdown.
-//! - [`agent`]: the tool loop driving any OpenAI-compatible model.
-//! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, OpenAPI, auth, shutdown.
+//! - [`agent`]: the tool loop driving any OpenAI-compatible model, and stored conversations.
+//! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, the live view, OpenAPI, auth,
+//!   shutdown.
 //! - [`app`]: wires everything together for the server and the CLI.
 //!
 //! Dependencies point one way: `server` → `agent` → `tools` → `crawl` → `pages` → `browser` |
-//! `web`, and `browser` → `egress`; all may use `config`, `error`, `policy`, `files`, `rate` and `tenant` (ARCHITECTURE.md).
+//! `web`, and `browser` → `egress`; all may use `config`, `error`, `policy`, `files`, `rate`, `tenant` and `capability`
+//! (ARCHITECTURE.md).
 
 pub mod agent;
 pub mod app;

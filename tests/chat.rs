@@ -329,7 +329,17 @@ async fn a_client_that_disconnects_stops_the_loop() {
 /// a text-only model gets only the result, which says the image was not shown.
 #[tokio::test]
 async fn a_handoff_is_announced_with_its_link_before_the_call_waits() {
+    // The session (and the browser) first: the hand-off's one second is for waiting.
+    let opened = client()
+        .post(format!("{}/api/tools/browser_tabs", service().api))
+        .json(&json!({ "session": "chat-handoff", "action": "new" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
     let events = chat_events(user("hand off")).await;
+    let result = &last(&events, "tool_result")["result"];
+    assert_eq!(result["handed_back"], "timeout", "{result:#}");
     let order = names(&events);
     let at = |name: &str| {
         order

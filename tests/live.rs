@@ -441,18 +441,7 @@ async fn guarded_call(tool: &str, args: Value) -> Value {
 }
 
 async fn guarded_metric(name: &str) -> f64 {
-    let text = common::client()
-        .get(format!("{}/metrics", guarded().api))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
+    common::metric(&guarded().api, Some(TOKEN), name).await
 }
 
 /// `GET url` without any token: status and body.
@@ -465,10 +454,7 @@ async fn fetch(url: &str) -> (u16, String) {
 async fn connect(
     link: &str,
     origin: &str,
-) -> Result<
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    tokio_tungstenite::tungstenite::Error,
-> {
+) -> Result<Socket, tokio_tungstenite::tungstenite::Error> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let (page, query) = link.split_once('?').unwrap();
     let ws = format!("{}/ws?{query}", page.replacen("http://", "ws://", 1));
@@ -481,27 +467,48 @@ async fn connect(
         .map(|(socket, _)| socket)
 }
 
-/// The next binary message (a frame) of a live view's socket.
-async fn next_frame(
-    socket: &mut tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-) -> Vec<u8> {
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The first message of the live view's socket that `pick` takes, within 10 s.
+async fn await_message<T>(
+    socket: &mut Socket,
+    what: &str,
+    mut pick: impl FnMut(tokio_tungstenite::tungstenite::Message) -> Option<T>,
+) -> T {
     use futures::StreamExt;
-    let deadline = Duration::from_secs(10);
-    tokio::time::timeout(deadline, async {
+    let found = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match socket.next().await {
-                Some(Ok(tokio_tungstenite::tungstenite::Message::Binary(jpeg))) => {
-                    return jpeg.to_vec();
+                Some(Ok(message)) => {
+                    if let Some(found) = pick(message) {
+                        return found;
+                    }
                 }
-                Some(Ok(_)) => {}
                 other => panic!("the live view's socket ended: {other:?}"),
             }
         }
+    });
+    found.await.unwrap_or_else(|_| panic!("{what} within 10 s"))
+}
+
+/// The next frame (a JPEG) of a live view's socket.
+async fn next_frame(socket: &mut Socket) -> Vec<u8> {
+    await_message(socket, "a frame", |message| match message {
+        tokio_tungstenite::tungstenite::Message::Binary(jpeg) => Some(jpeg.to_vec()),
+        _ => None,
     })
     .await
-    .expect("a frame within 10 s")
+}
+
+/// The next renewed capability the live view's socket sends.
+async fn renewed_link(socket: &mut Socket) -> String {
+    await_message(socket, "a renewed link", |message| {
+        let text = message.into_text().ok()?;
+        let message: Value = serde_json::from_str(&text).ok()?;
+        (message["type"] == "link").then(|| message["cap"].as_str().unwrap().to_string())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -591,31 +598,6 @@ async fn links_open_their_own_session_only_for_a_while_and_from_webpilot_pages()
     let renewed = renewed_link(&mut socket).await;
     let (status, page) = fetch(&format!("{api}/live/cap-a?cap={renewed}")).await;
     assert_eq!(status, 200, "the renewed link works: {page}");
-}
-
-/// The next renewed capability the live view's socket sends.
-async fn renewed_link(
-    socket: &mut tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-) -> String {
-    use futures::StreamExt;
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match socket.next().await {
-                Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
-                    let message: Value = serde_json::from_str(&text).unwrap();
-                    if message["type"] == "link" {
-                        return message["cap"].as_str().unwrap().to_string();
-                    }
-                }
-                Some(Ok(_)) => {}
-                other => panic!("the live view's socket ended: {other:?}"),
-            }
-        }
-    })
-    .await
-    .expect("a renewed link within 10 s")
 }
 
 #[tokio::test]

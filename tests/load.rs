@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::devtools::page_targets;
-use common::{Harness, call_at, client, eventually, get_json, retry_after};
+use common::{Harness, call_at, client, eventually, get_json, metric, retry_after};
 use serde_json::{Value, json};
 use webpilot::config::Config;
 
@@ -56,21 +56,6 @@ async fn flow(api: &str, session: &str, page: &str) -> Vec<(u64, Value)> {
     results
 }
 
-/// A gauge or counter of `/metrics`.
-async fn metric(api: &str, name: &str) -> f64 {
-    let text = client()
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-}
-
 /// Tabs of every live session, as `GET /api/sessions` counts them.
 async fn tabs_of_all_sessions(api: &str) -> u64 {
     let sessions = get_json(&format!("{api}/api/sessions")).await;
@@ -113,16 +98,27 @@ async fn twenty_sessions_started_at_once_all_run_the_flow() {
         !queued.is_empty(),
         "twenty sessions through two slots: some waited"
     );
-    let admitted = metric(&harness.api, "webpilot_browser_admission_admitted_total").await;
+    let admitted = metric(
+        &harness.api,
+        None,
+        "webpilot_browser_admission_admitted_total",
+    )
+    .await;
     assert!(admitted >= 20.0, "{admitted}");
     let waited = metric(
         &harness.api,
+        None,
         "webpilot_browser_admission_wait_seconds_total",
     )
     .await;
     assert!(waited > 0.0);
     assert_eq!(
-        metric(&harness.api, "webpilot_browser_admission_queue_length").await,
+        metric(
+            &harness.api,
+            None,
+            "webpilot_browser_admission_queue_length"
+        )
+        .await,
         0.0
     );
 }
@@ -145,7 +141,7 @@ async fn a_deadline_passed_in_the_queue_is_limit_and_creates_nothing() {
         "two navigations hold both slots",
         Duration::from_secs(20),
         || async {
-            metric(&harness.api, "webpilot_browser_admission_in_use").await == 2.0
+            metric(&harness.api, None, "webpilot_browser_admission_in_use").await == 2.0
                 && page_targets(&app).await.len() == 2
         },
     )
@@ -182,7 +178,15 @@ async fn a_deadline_passed_in_the_queue_is_limit_and_creates_nothing() {
         before,
         "no page for refused calls"
     );
-    assert!(metric(&harness.api, "webpilot_browser_admission_refused_total").await >= 4.0);
+    assert!(
+        metric(
+            &harness.api,
+            None,
+            "webpilot_browser_admission_refused_total"
+        )
+        .await
+            >= 4.0
+    );
     for blocker in blockers {
         blocker.await.unwrap();
     }

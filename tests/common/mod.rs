@@ -553,6 +553,18 @@ impl Trap {
     }
 }
 
+/// A gauge or counter of the `/metrics` of the service at `api` (with `token` when it needs one).
+pub async fn metric(api: &str, token: Option<&str>, name: &str) -> f64 {
+    let mut request = client().get(format!("{api}/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let text = request.send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
 /// Polls `check` until it returns true or the deadline passes.
 pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
 where
