@@ -19,6 +19,7 @@ pub enum ErrorCode {
     NoSuchProfile,
     NoSuchTool,
     NoSuchTask,
+    NoSuchConversation,
     Timeout,
     NavigationFailed,
     BlockedUrl,
@@ -33,7 +34,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the API description's list of error statuses.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::InvalidArgument,
         ErrorCode::StaleRef,
         ErrorCode::NoSuchRef,
@@ -42,6 +43,7 @@ impl ErrorCode {
         ErrorCode::NoSuchProfile,
         ErrorCode::NoSuchTool,
         ErrorCode::NoSuchTask,
+        ErrorCode::NoSuchConversation,
         ErrorCode::Timeout,
         ErrorCode::NavigationFailed,
         ErrorCode::BlockedUrl,
@@ -72,7 +74,8 @@ impl ErrorCode {
             | ErrorCode::NoSuchSession
             | ErrorCode::NoSuchProfile
             | ErrorCode::NoSuchTool
-            | ErrorCode::NoSuchTask => 404,
+            | ErrorCode::NoSuchTask
+            | ErrorCode::NoSuchConversation => 404,
             ErrorCode::StaleRef => 409,
             ErrorCode::TooLarge => 413,
             ErrorCode::Limit => 429,
@@ -101,6 +104,7 @@ impl ErrorCode {
             ErrorCode::NoSuchProfile => "list saved profiles or export one first",
             ErrorCode::NoSuchTool => "GET /api/tools lists the available tools",
             ErrorCode::NoSuchTask => "use the task_id crawl_batch returned",
+            ErrorCode::NoSuchConversation => "GET /api/conversations lists yours",
             ErrorCode::Timeout => "retry with a larger timeout_ms, or read the page as it is",
             ErrorCode::NavigationFailed => "check the URL; the site may be down or unreachable",
             ErrorCode::BlockedUrl => "only http(s) URLs (and about:blank) can be opened",

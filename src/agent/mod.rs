@@ -4,6 +4,7 @@
 //! tool calls or `max_iterations` is reached. Progress is reported as `AgentEvent`s; a closed
 //! event channel (the client went away) stops the loop.
 
+pub mod conversations;
 pub mod llm;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tenant::Tenant;
 use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput, check_caller_session};
+use conversations::{Record, Recorder};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
@@ -141,6 +143,16 @@ struct Plan {
     max_iterations: usize,
     /// Whose chat it is, and its browser session for calls that name none.
     caller: Caller,
+    /// Where each complete turn's messages go (a stored conversation).
+    recorder: Option<Recorder>,
+}
+
+impl Plan {
+    fn record(&self, records: Vec<Record>) {
+        if let Some(recorder) = &self.recorder {
+            recorder(records);
+        }
+    }
 }
 
 impl Agent {
@@ -204,6 +216,7 @@ impl Agent {
             allowed,
             max_iterations,
             caller: Caller::new(tenant.clone()).in_session(session),
+            recorder: None,
         })
     }
 
@@ -217,6 +230,20 @@ impl Agent {
         origin: Option<String>,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) -> Vec<Value> {
+        self.run_recorded(request, tenant, origin, events, None)
+            .await
+    }
+
+    /// `run`, sending each complete turn's messages to `recorder` as it ends: the assistant's
+    /// tool calls with all their results, or its answer.
+    pub async fn run_recorded(
+        &self,
+        request: ChatRequest,
+        tenant: Arc<Tenant>,
+        origin: Option<String>,
+        events: mpsc::UnboundedSender<AgentEvent>,
+        recorder: Option<Recorder>,
+    ) -> Vec<Value> {
         let mut plan = match self.plan(&request, &tenant) {
             Ok(plan) => plan,
             Err(error) => {
@@ -227,6 +254,7 @@ impl Agent {
                 return request.messages;
             }
         };
+        plan.recorder = recorder;
         let (progress, mut waiting) = mpsc::unbounded_channel::<HandoffProgress>();
         plan.caller = plan.caller.clone().at(origin).reporting(progress);
         let announcer = events.clone();
@@ -278,12 +306,18 @@ impl Agent {
                 }
             };
             add_usage(&mut usage, turn.usage.as_ref());
-            plan.messages.push(llm::assistant_message(&turn));
+            let assistant = llm::assistant_message(&turn);
+            plan.messages.push(assistant.clone());
+            let mut records = vec![Record::of(assistant)];
             if turn.tool_calls.is_empty() {
+                plan.record(records);
                 return Some((iteration, usage, "answered", turn.content));
             }
             let results = self.run_calls(plan, &turn.tool_calls, events).await;
-            plan.messages.extend(results);
+            plan.messages
+                .extend(results.iter().map(|record| record.message.clone()));
+            records.extend(results);
+            plan.record(records);
         }
         let note = format!(
             "Stopped after {} iterations (max_iterations) without a final answer.",
@@ -320,7 +354,7 @@ impl Agent {
         plan: &Plan,
         calls: &[ToolCall],
         events: &mpsc::UnboundedSender<AgentEvent>,
-    ) -> Vec<Value> {
+    ) -> Vec<Record> {
         for call in calls {
             let arguments = serde_json::from_str::<Value>(&call.arguments)
                 .unwrap_or_else(|_| json!(call.arguments));
@@ -352,7 +386,7 @@ impl Agent {
         outputs.sort_by_key(|(i, _)| *i);
         outputs
             .into_iter()
-            .flat_map(|(_, messages)| messages)
+            .flat_map(|(_, records)| records)
             .collect()
     }
 
@@ -361,7 +395,7 @@ impl Agent {
         plan: &Plan,
         call: &ToolCall,
         events: &mpsc::UnboundedSender<AgentEvent>,
-    ) -> Vec<Value> {
+    ) -> Vec<Record> {
         let arguments = self.arguments(plan, call);
         let result = match &arguments {
             Ok(arguments) => {
@@ -396,25 +430,34 @@ impl Agent {
         let _ = events.send(AgentEvent::ToolResult {
             id: call.id.clone(),
             name: call.name.clone(),
-            summary,
+            summary: summary.clone(),
             result: compact.clone(),
         });
-        let mut messages = vec![json!({
+        let tool_message = json!({
             "role": "tool",
             "tool_call_id": call.id,
             "content": compact.to_string(),
-        })];
+        });
+        let mut records = Vec::new();
         if self.llm.vision() {
-            messages.extend(images.iter().map(|image| {
+            records.extend(images.iter().map(|image| {
                 use base64::Engine;
                 let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
-                json!({"role": "user", "content": [
+                Record::of(json!({"role": "user", "content": [
                     {"type": "text", "text": format!("Image returned by {} ({}):", call.name, call.id)},
                     {"type": "image_url", "image_url": {"url": format!("data:{};base64,{data}", image.mime)}},
-                ]})
+                ]}))
             }));
         }
-        messages
+        records.insert(
+            0,
+            Record {
+                message: tool_message,
+                summary: Some(summary),
+                images,
+            },
+        );
+        records
     }
 
     /// The call's arguments, parsed, if the chat allows the tool.
