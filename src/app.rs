@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::agent::Agent;
+use crate::agent::conversations::Conversations;
 use crate::browser::BrowserService;
 use crate::capability::{LiveLinks, PublicUrl};
 use crate::config::Config;
@@ -26,6 +27,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub agent: Arc<Agent>,
     pub crawler: Arc<Crawler>,
+    /// Stored conversations with the agent.
+    pub conversations: Arc<Conversations>,
     /// Who may call, and what is whose.
     pub tenants: Arc<Tenants>,
     /// Signs and checks live-view links.
@@ -42,7 +45,7 @@ pub struct App {
 /// How long shutdown waits for background work to notice it and end.
 const TASKS_GRACE: Duration = Duration::from_secs(5);
 
-/// The SQLite file of crawl tasks, in the data dir.
+/// The SQLite file of crawl tasks and conversations, in the data dir.
 const DATABASE_FILE: &str = "webpilot.db";
 
 impl App {
@@ -80,6 +83,10 @@ impl App {
             stop.clone(),
             tasks.clone(),
         )?;
+        let conversations = Arc::new(Conversations::open(
+            &config.data_dir.join(DATABASE_FILE),
+            &config.data_dir,
+        )?);
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let live_links = Arc::new(LiveLinks::new(
             config.live_secret.as_deref(),
@@ -104,6 +111,7 @@ impl App {
             registry,
             agent,
             crawler,
+            conversations,
             tenants,
             live_links,
             public_url,

@@ -29,7 +29,6 @@ CREATE TABLE IF NOT EXISTS conversations (
     created_ms INTEGER NOT NULL,
     updated_ms INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS conversations_newest ON conversations (tenant, created_ms DESC, id);
 CREATE TABLE IF NOT EXISTS conversation_messages (
     conversation_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -181,31 +180,30 @@ impl Conversations {
         limit: usize,
         cursor: Option<&str>,
     ) -> ToolResult<(Vec<Conversation>, Option<String>)> {
-        let (before_ms, before_id) = match cursor {
-            None => (i64::MAX, String::new()),
+        // Row ids grow with every insert: newer conversations have larger ones, ties impossible.
+        let before = match cursor {
+            None => i64::MAX,
             Some(cursor) => parse_cursor(cursor)?,
         };
         let db = self.db();
         let mut statement = db
             .prepare(
-                "SELECT id, title, model, tools, session, created_ms, updated_ms FROM conversations \
-                 WHERE tenant = ?1 AND (created_ms < ?2 OR (created_ms = ?2 AND id > ?3)) \
-                 ORDER BY created_ms DESC, id LIMIT ?4",
+                "SELECT id, title, model, tools, session, created_ms, updated_ms, rowid \
+                 FROM conversations WHERE tenant = ?1 AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3",
             )
             .map_err(db_error)?;
         let rows = statement
-            .query_map(
-                params![tenant, before_ms, before_id, (limit + 1) as i64],
-                conversation_row,
-            )
+            .query_map(params![tenant, before, (limit + 1) as i64], |row| {
+                Ok((conversation_row(row)?, row.get::<_, i64>(7)?))
+            })
             .map_err(db_error)?;
-        let mut page: Vec<Conversation> = rows.collect::<Result<_, _>>().map_err(db_error)?;
+        let mut page: Vec<(Conversation, i64)> =
+            rows.collect::<Result<_, _>>().map_err(db_error)?;
         let next = (page.len() > limit).then(|| {
             page.truncate(limit);
-            let last = page.last().expect("a full page");
-            format!("{}:{}", last.created_ms, last.id)
+            format!("r{}", page.last().expect("a full page").1)
         });
-        Ok((page, next))
+        Ok((page.into_iter().map(|(c, _)| c).collect(), next))
     }
 
     /// One of `tenant`'s conversations.
@@ -361,10 +359,10 @@ fn conversation_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Conversation> {
     })
 }
 
-fn parse_cursor(cursor: &str) -> ToolResult<(i64, String)> {
+fn parse_cursor(cursor: &str) -> ToolResult<i64> {
     cursor
-        .split_once(':')
-        .and_then(|(ms, id)| Some((ms.parse().ok()?, id.to_string())))
+        .strip_prefix('r')
+        .and_then(|rowid| rowid.parse().ok())
         .ok_or_else(|| {
             ToolError::invalid(format!("cursor {cursor:?} is not one this service gave"))
                 .with_hint("pass next_cursor of the previous page, or no cursor for the first")

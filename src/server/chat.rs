@@ -26,6 +26,20 @@ pub(super) fn routes(app: App) -> Router {
     Router::new().route("/api/chat", post(chat)).with_state(app)
 }
 
+/// The agent loop's events as server-sent events; the loop stops when the client goes away.
+pub(super) fn stream(received: mpsc::UnboundedReceiver<AgentEvent>) -> Response {
+    let events = futures::stream::unfold(received, |mut received| async move {
+        let event = received.recv().await?;
+        let sse = Event::default()
+            .event(event.name())
+            .data(event.data().to_string());
+        Some((Ok::<_, Infallible>(sse), received))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
 /// Runs the agent loop on a conversation.
 #[utoipa::path(post, path = "/api/chat", tag = "agent", request_body = ChatRequest,
     responses(
@@ -61,16 +75,7 @@ async fn chat(
         let agent = app.agent.clone();
         app.tasks
             .spawn(async move { agent.run(request, tenant, origin, events).await });
-        let stream = futures::stream::unfold(received, |mut received| async move {
-            let event = received.recv().await?;
-            let sse = Event::default()
-                .event(event.name())
-                .data(event.data().to_string());
-            Some((Ok::<_, Infallible>(sse), received))
-        });
-        return Sse::new(stream)
-            .keep_alive(KeepAlive::default())
-            .into_response();
+        return stream(received);
     }
     let transcript = app.agent.run(request, tenant, origin, events).await;
     let mut tool_calls = 0;

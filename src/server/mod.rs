@@ -1,9 +1,11 @@
 //! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, private
-//! sessions, MCP (`/mcp`), the live view (`/live/…`), metrics, health, the OpenAPI description,
+//! sessions, MCP (`/mcp`), the live view (`/live/…`), the console (`/`), conversations, metrics, health, the OpenAPI description,
 //! bearer auth, graceful shutdown.
 
 mod auth;
 mod chat;
+mod console;
+mod conversations;
 mod crawler;
 mod listen;
 mod live;
@@ -33,9 +35,11 @@ pub fn router(app: App) -> Router {
     let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone());
     let mcp = mcp_service(&app);
     chat::routes(app.clone())
+        .merge(conversations::routes(app.clone()))
         .merge(crawler::routes(app.clone()))
         .merge(sessions::routes(app.clone()))
         .merge(live::routes(app.clone()))
+        .merge(console::routes())
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
         .layer(axum::middleware::from_fn_with_state(

@@ -445,6 +445,8 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             });
             sse(answer(&[if pictured { "I see the page." } else { "I see nothing." }]))
         }
+        ("show me markup", 0) => sse(finished(tool_call_chunks(0, "call_markup", "open_web_page", &format!(r#"{{"url": "http://{host}/xss.html"}}"#)), "tool_calls")),
+        ("show me markup", _) => sse(answer(&["The title is <img src=x onerror=\"top.__pwned='answer'\"> and ", "<script>top.__pwned='script'</script> **bold** [a link](javascript:top.__pwned='link')"])),
         ("hand off", 0) => sse(finished(tool_call_chunks(0, "call_person", "browser_interact", r#"{"action": "handoff", "message": "Solve the puzzle", "timeout_ms": 1000, "session": "chat-handoff"}"#), "tool_calls")),
         ("hand off", _) => {
             let timed_out = tool_results[0].contains(r#""handed_back":"timeout""#);

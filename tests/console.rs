@@ -1,0 +1,529 @@
+//! The console (`GET /`) and the conversations API, driven like a person would: a session of the
+//! same service opens the console in Chromium and uses it by its accessible names, against a
+//! scripted OpenAI-compatible model speaking real SSE.
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::web_fixtures::config;
+use common::{Harness, client, eventually, ref_of, start_with};
+use serde_json::{Value, json};
+
+fn service() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(|| start_with(config))
+}
+
+async fn tool(tool: &str, args: Value) -> Value {
+    let (status, body) = common::call_at(&service().api, tool, args.clone()).await;
+    assert_eq!(status, 200, "{tool} {args}: {body:#}");
+    body
+}
+
+/// Opens the console in `person`'s browser and waits until it has loaded.
+async fn open_console(person: &str, path: &str) {
+    tool(
+        "browser_navigate",
+        json!({ "session": person, "target": format!("{}{path}", service().api) }),
+    )
+    .await;
+    ref_in(person, "button \"New conversation\"").await;
+}
+
+async fn elements(person: &str) -> Vec<String> {
+    let read = tool(
+        "browser_read",
+        json!({ "session": person, "mode": "elements", "max_tokens": 100000 }),
+    )
+    .await;
+    common::content_lines(&read)
+}
+
+/// The ref of the element whose line has `needle`, once the console shows it.
+async fn ref_in(person: &str, needle: &str) -> u32 {
+    let started = Instant::now();
+    loop {
+        let lines = elements(person).await;
+        if lines.iter().any(|l| l.contains(needle)) {
+            return ref_of(&lines, needle);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the console never offered {needle}: {lines:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn click(person: &str, needle: &str) {
+    let target = ref_in(person, needle).await;
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "click", "ref": target }),
+    )
+    .await;
+}
+
+async fn text_of(person: &str) -> String {
+    let read = tool(
+        "browser_read",
+        json!({ "session": person, "mode": "text", "max_tokens": 100000 }),
+    )
+    .await;
+    read["content"].as_str().unwrap().to_string()
+}
+
+async fn says(person: &str, text: &str) {
+    let started = Instant::now();
+    loop {
+        let shown = text_of(person).await;
+        if shown.contains(text) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the console never said {text:?}; it shows:\n{shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn evaluate(person: &str, script: &str) -> Value {
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "evaluate", "script": script }),
+    )
+    .await["value"]
+        .clone()
+}
+
+/// Types `text` in the Message box and sends it with Enter.
+async fn ask(person: &str, text: &str) {
+    let message = ref_in(person, "textbox \"Message\"").await;
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "type", "ref": message, "text": text, "submit": true }),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_conversation_streams_shows_its_tool_calls_and_survives_a_reload() {
+    let person = "console-flow";
+    open_console(person, "/").await;
+    click(person, "button \"New conversation\"").await;
+    ask(person, "search and open").await;
+    says(person, "Night trains cost from 29 euros.").await;
+    // Each card went through its states in order (a fast tool may finish before a paint).
+    let cards = evaluate(
+        person,
+        "[...document.querySelectorAll('.tool')].map((c) => c.querySelector('.name').textContent + ': ' + c.dataset.statuses)",
+    )
+    .await;
+    for tool in ["web_search", "open_web_page"] {
+        assert!(
+            cards
+                .as_array()
+                .unwrap()
+                .contains(&json!(format!("{tool}: running completed"))),
+            "{cards}"
+        );
+    }
+    let shown = text_of(person).await;
+    assert!(shown.contains("web_search"), "{shown}");
+    assert!(shown.contains("completed"), "{shown}");
+
+    // Reload: the conversation and its cards come back from the database.
+    let hash = evaluate(person, "location.hash").await;
+    open_console(person, &format!("/{}", hash.as_str().unwrap())).await;
+    says(person, "Night trains cost from 29 euros.").await;
+    let shown = text_of(person).await;
+    assert!(shown.contains("search and open"), "{shown}");
+    assert!(
+        shown.matches("completed").count() >= 2,
+        "both cards, completed: {shown}"
+    );
+}
+
+#[tokio::test]
+async fn tool_and_model_errors_show_and_the_console_stays_usable() {
+    let person = "console-errors";
+    open_console(person, "/").await;
+    click(person, "button \"New conversation\"").await;
+    ask(person, "malformed").await;
+    says(person, "I will fix my arguments.").await;
+    let shown = text_of(person).await;
+    assert!(
+        shown.contains("error") && shown.contains("INVALID_ARGUMENT"),
+        "{shown}"
+    );
+
+    click(person, "button \"New conversation\"").await;
+    ask(person, "unauthorized").await;
+    says(person, "UPSTREAM").await;
+    // Still usable: another question in another conversation is answered.
+    click(person, "button \"New conversation\"").await;
+    ask(person, "busy").await;
+    says(person, "Answered after a retry.").await;
+}
+
+#[tokio::test]
+async fn markup_in_page_titles_and_answers_is_shown_as_text() {
+    let person = "console-xss";
+    open_console(person, "/").await;
+    click(person, "button \"New conversation\"").await;
+    ask(person, "show me markup").await;
+    says(person, "<script>top.__pwned='script'</script> bold").await;
+    let shown = text_of(person).await;
+    assert!(
+        shown.contains("The title is <img src=x onerror="),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("<script>top.__pwned='script'</script>"),
+        "{shown}"
+    );
+    // The tool result (the page's title) is there as text too, folded.
+    let result = evaluate(
+        person,
+        "[...document.querySelectorAll('.tool pre')].map((p) => p.textContent).join('\\n')",
+    )
+    .await;
+    assert!(
+        result.as_str().unwrap().contains("<img src=x onerror="),
+        "{result}"
+    );
+    assert_eq!(evaluate(person, "typeof top.__pwned").await, "undefined");
+    let links = evaluate(
+        person,
+        "[...document.querySelectorAll('#log a')].map((a) => a.href)",
+    )
+    .await;
+    assert_eq!(links, json!([]), "no javascript: link");
+}
+
+#[tokio::test]
+async fn a_crawl_started_from_the_panel_shows_its_progress_and_results() {
+    let person = "console-crawl";
+    open_console(person, "/").await;
+    let urls: Vec<String> = (0..20)
+        .map(|i| format!("{}/web/article.html?n={i}", service().fixtures))
+        .collect();
+    let field = ref_in(person, "\"URLs to crawl\"").await;
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "type", "ref": field, "text": urls.join("\n") }),
+    )
+    .await;
+    click(person, "\"Start crawl\"").await;
+    says(person, "completed 20/20").await;
+    let task = evaluate(
+        person,
+        "document.querySelector('#tasks li button').textContent",
+    )
+    .await;
+    click(person, &format!("\"{}\"", task.as_str().unwrap())).await;
+    eventually("the task's results", Duration::from_secs(10), || async {
+        text_of(person).await.matches("article.html?n=").count() >= 20
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_sessions_panel_lists_tabs_thumbnails_and_closes() {
+    let person = "console-sessions";
+    tool(
+        "browser_navigate",
+        json!({ "session": "console-watched", "target": service().page("article.html") }),
+    )
+    .await;
+    open_console(person, "/").await;
+    click(person, "\"Refresh sessions\"").await;
+    click(person, "\"Tabs of console-watched\"").await;
+    says(person, "article.html").await;
+    click(person, "\"Screenshot of console-watched\"").await;
+    eventually("a thumbnail", Duration::from_secs(10), || async {
+        evaluate(
+            person,
+            "[...document.querySelectorAll('#sessions img')].some((i) => i.complete && i.naturalWidth === 320)",
+        )
+        .await
+            == json!(true)
+    })
+    .await;
+    click(person, "\"Close console-watched\"").await;
+    eventually("the session closed", Duration::from_secs(10), || async {
+        let sessions = common::get_json(&format!("{}/api/sessions", service().api)).await;
+        !sessions.to_string().contains("console-watched")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_page_is_small_cached_and_revalidated() {
+    let response = client()
+        .get(format!("{}/", service().api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["cache-control"], "no-cache");
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    assert!(
+        headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'sha256-")
+    );
+    let body = response.bytes().await.unwrap();
+    assert!(body.len() <= 150 * 1024, "{} bytes", body.len());
+    let again = client()
+        .get(format!("{}/", service().api))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+}
+
+// The conversations API.
+
+async fn post(path: &str, body: Value) -> reqwest::Response {
+    client()
+        .post(format!("{}{path}", service().api))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn conversations_are_paged_scoped_and_answer_one_message_at_a_time() {
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let created: Value = post(
+            "/api/conversations",
+            json!({ "title": format!("paged {n}") }),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        ids.push(created["id"].as_str().unwrap().to_string());
+    }
+    // Newest first, two at a time, each once.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            None => format!("{}/api/conversations?limit=2", service().api),
+            Some(cursor) => format!(
+                "{}/api/conversations?limit=2&cursor={cursor}",
+                service().api
+            ),
+        };
+        let page = common::get_json(&url).await;
+        let listed = page["conversations"].as_array().unwrap();
+        assert!(listed.len() <= 2);
+        seen.extend(listed.iter().map(|c| c["id"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let mine: Vec<&String> = seen.iter().filter(|id| ids.contains(id)).collect();
+    assert_eq!(mine.len(), 5, "{seen:?}");
+    assert_eq!(
+        seen.len(),
+        seen.iter().collect::<std::collections::HashSet<_>>().len()
+    );
+    let positions: Vec<usize> = ids
+        .iter()
+        .map(|id| seen.iter().position(|s| s == id).unwrap())
+        .collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] > w[1]),
+        "newest first: {positions:?}"
+    );
+
+    let missing = client()
+        .get(format!("{}/api/conversations/c-nope", service().api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "NO_SUCH_CONVERSATION");
+
+    // A second message while the first is being answered is refused, clearly.
+    let slow = &ids[0];
+    let first = post(
+        &format!("/api/conversations/{slow}/messages"),
+        json!({ "content": "slow" }),
+    )
+    .await;
+    assert_eq!(first.status(), 200);
+    let second = post(
+        &format!("/api/conversations/{slow}/messages"),
+        json!({ "content": "again" }),
+    )
+    .await;
+    assert_eq!(second.status(), 429);
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "LIMIT");
+    drop(first);
+    eventually(
+        "the first answer stops with its client",
+        Duration::from_secs(10),
+        || async {
+            let conversation =
+                common::get_json(&format!("{}/api/conversations/{slow}", service().api)).await;
+            conversation["answering"] == false
+        },
+    )
+    .await;
+    let conversation =
+        common::get_json(&format!("{}/api/conversations/{slow}", service().api)).await;
+    let messages = conversation["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.len(),
+        1,
+        "only the question was complete: {conversation:#}"
+    );
+    assert_eq!(messages[0]["message"]["content"], "slow");
+    assert!(
+        client()
+            .delete(format!("{}/api/conversations/{slow}", service().api))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            == 204
+    );
+}
+
+#[tokio::test]
+async fn stored_turns_hold_whole_tool_calls_and_survive_a_killed_service() {
+    let data = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = format!("{}/v1", service().fixtures);
+    let env = [
+        ("WEBPILOT_LLM_BASE_URL", model.as_str()),
+        ("WEBPILOT_LLM_MODEL", "scripted"),
+        ("WEBPILOT_FETCH_ALLOW", "127.0.0.1"),
+    ];
+    let (mut child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    let created: Value = client()
+        .post(format!("{api}/api/conversations"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let answer = client()
+        .post(format!("{api}/api/conversations/{id}/messages"))
+        .json(&json!({ "content": "search and open" }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(answer.contains("event: done"), "{answer}");
+    let before = common::get_json(&format!("{api}/api/conversations/{id}")).await;
+    let roles: Vec<&str> = before["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message"]["role"].as_str().unwrap())
+        .collect();
+    // The question, the calls with both results, the answer.
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "tool", "assistant"],
+        "{before:#}"
+    );
+    assert!(before["messages"][2]["summary"].is_string(), "{before:#}");
+    assert_eq!(before["title"], "search and open");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut again, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    let after = common::get_json(&format!("{api}/api/conversations/{id}")).await;
+    assert_eq!(after["messages"], before["messages"]);
+    again.kill().unwrap();
+    again.wait().unwrap();
+}
+
+const TOKEN: &str = "console-test-token-0123456789";
+
+#[tokio::test]
+async fn with_a_token_the_console_asks_for_it_first() {
+    let guarded = start_with(|fixtures| {
+        let mut config = config(fixtures);
+        config.token = Some(TOKEN.into());
+        config
+    });
+    let person = "console-token";
+    let page = format!("{}/", guarded.api);
+    tool(
+        "browser_navigate",
+        json!({ "session": person, "target": page }),
+    )
+    .await;
+    let token = ref_in(person, "\"Token\"").await;
+    let lines = elements(person).await;
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("New conversation") || l.contains("Message")),
+        "only the login form: {lines:#?}"
+    );
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "type", "ref": token, "text": "wrong-token-wrong-token", "submit": true }),
+    )
+    .await;
+    says(person, "That token was refused.").await;
+    let token = ref_in(person, "\"Token\"").await;
+    tool(
+        "browser_interact",
+        json!({ "session": person, "action": "type", "ref": token, "text": TOKEN, "submit": true }),
+    )
+    .await;
+    ref_in(person, "button \"New conversation\"").await;
+    ref_in(person, "textbox \"Message\"").await;
+}
+
+#[tokio::test]
+async fn a_handoff_shows_as_a_card_with_the_live_view_inside() {
+    let person = "console-handoff";
+    // The session the hand-off runs in, opened first: its one second is for waiting.
+    tool(
+        "browser_tabs",
+        json!({ "session": "chat-handoff", "action": "new" }),
+    )
+    .await;
+    open_console(person, "/").await;
+    click(person, "button \"New conversation\"").await;
+    ask(person, "hand off").await;
+    says(person, "The agent asks you: Solve the puzzle").await;
+    let frame = evaluate(
+        person,
+        "(() => { const f = document.querySelector('.handoff iframe'); return f && f.title + ' ' + f.src; })()",
+    )
+    .await;
+    let frame = frame.as_str().unwrap_or_default();
+    assert!(
+        frame.starts_with("Live view of session chat-handoff http://")
+            && frame.contains("/live/chat-handoff?cap="),
+        "{frame}"
+    );
+    says(person, "Nobody finished the hand-off in time.").await;
+}
