@@ -145,6 +145,34 @@ async fn a_conversation_streams_shows_its_tool_calls_and_survives_a_reload() {
         shown.matches("completed").count() >= 2,
         "both cards, completed: {shown}"
     );
+    // The picture for the README: `CONSOLE_SCREENSHOT=docs/console.png cargo test --test console`.
+    let shot = tool(
+        "browser_screenshot",
+        json!({ "session": person, "max_width": 960 }),
+    )
+    .await;
+    let png = common::decode(&shot);
+    assert_eq!(png.width(), 960);
+    if let Ok(path) = std::env::var("CONSOLE_SCREENSHOT") {
+        png.save(path).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_screenshot_a_tool_took_shows_in_its_card_from_the_stored_file() {
+    let person = "console-look";
+    open_console(person, "/").await;
+    click(person, "button \"New conversation\"").await;
+    ask(person, "look").await;
+    eventually("the screenshot in its card", Duration::from_secs(15), || async {
+        evaluate(
+            person,
+            "[...document.querySelectorAll('.tool img')].some((i) => i.complete && i.naturalWidth === 1280)",
+        )
+        .await
+            == json!(true)
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -22,22 +22,28 @@ struct Served {
 static SERVED: LazyLock<Served> = LazyLock::new(|| {
     let digest = Sha256::digest(PAGE.as_bytes());
     let etag = format!("\"{}\"", data_encoding::HEXLOWER.encode(&digest));
-    // Only the page's own script runs (by its hash): injected markup could not run any.
-    let script = PAGE
-        .split_once("<script>")
-        .and_then(|(_, rest)| rest.split_once("</script>"))
-        .map_or("", |(script, _)| script);
-    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
     let policy = format!(
-        "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+        "default-src 'none'; script-src {}; style-src 'unsafe-inline'; \
          img-src 'self' blob:; connect-src 'self'; frame-src 'self'; frame-ancestors 'none'; \
-         base-uri 'none'; form-action 'none'"
+         base-uri 'none'; form-action 'none'",
+        own_script(PAGE)
     );
     Served {
         etag: HeaderValue::from_str(&etag).expect("a hex ETag"),
         policy: HeaderValue::from_str(&policy).expect("an ASCII policy"),
     }
 });
+
+/// The CSP source that lets only `page`'s one inline script run (by its hash): markup injected
+/// into the page could not run any.
+pub(super) fn own_script(page: &str) -> String {
+    let script = page
+        .split_once("<script>")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map_or("", |(script, _)| script);
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
+    format!("'sha256-{hash}'")
+}
 
 pub(super) fn routes() -> Router {
     Router::new().route("/", get(console))

@@ -6,7 +6,7 @@
 //! a link can be given to a person without the token. The WebSocket also needs an `Origin`
 //! of this service, so that no other site's page can drive a session with a leaked link.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -90,19 +90,23 @@ async fn page(
 /// The link is in the URL: it must not leak through a referrer or a cache; the page runs its
 /// own script only, and only this service may frame it (the console).
 fn protect(headers: &mut HeaderMap) {
+    static POLICY: LazyLock<header::HeaderValue> = LazyLock::new(|| {
+        let policy = format!(
+            "default-src 'none'; script-src {}; style-src 'unsafe-inline'; img-src blob:; \
+             connect-src 'self'; frame-ancestors 'self'; base-uri 'none'",
+            super::console::own_script(PAGE)
+        );
+        header::HeaderValue::from_str(&policy).expect("an ASCII policy")
+    });
     let set = [
         (header::CACHE_CONTROL, "no-store"),
         (header::REFERRER_POLICY, "no-referrer"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-             img-src blob:; connect-src 'self'; frame-ancestors 'self'; base-uri 'none'",
-        ),
     ];
     for (name, value) in set {
         headers.insert(name, header::HeaderValue::from_static(value));
     }
+    headers.insert(header::CONTENT_SECURITY_POLICY, POLICY.clone());
 }
 
 fn plain_page(status: StatusCode, text: &str) -> Response {
