@@ -555,3 +555,50 @@ async fn a_handoff_shows_as_a_card_with_the_live_view_inside() {
     );
     says(person, "Nobody finished the hand-off in time.").await;
 }
+
+#[tokio::test]
+async fn on_a_phone_sized_screen_the_controls_are_all_there_without_sideways_scrolling() {
+    // A service whose browser's screens are 390×844, as a phone's.
+    let phone = start_with(|fixtures| {
+        let mut config = config(fixtures);
+        config.viewport_width = 390;
+        config.viewport_height = 844;
+        config
+    });
+    let person = "console-phone";
+    let (status, _) = common::call_at(
+        &phone.api,
+        "browser_navigate",
+        json!({ "session": person, "target": format!("{}/", phone.api) }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, read) = common::call_at(
+        &phone.api,
+        "browser_read",
+        json!({ "session": person, "mode": "elements", "max_tokens": 100000 }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let lines = common::content_lines(&read);
+    for control in [
+        "button \"New conversation\"",
+        "textbox \"Message\"",
+        "button \"Send\"",
+        "button \"Start crawl\"",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(control)),
+            "{control}: {lines:#?}"
+        );
+    }
+    let (status, width) = common::call_at(
+        &phone.api,
+        "browser_interact",
+        json!({ "session": person, "action": "evaluate",
+                "script": "[innerWidth, document.documentElement.scrollWidth]" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(width["value"], json!([390, 390]), "{width:#}");
+}

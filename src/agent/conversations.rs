@@ -263,6 +263,17 @@ impl Conversations {
         let dir = self.files.join(id);
         let mut db = self.db();
         let transaction = db.transaction().map_err(db_error)?;
+        // A conversation deleted while it was answering keeps nothing of the answer.
+        let exists: bool = transaction
+            .query_row(
+                "SELECT COUNT(*) > 0 FROM conversations WHERE id = ?1",
+                params![id],
+                |row| row.get(0),
+            )
+            .map_err(db_error)?;
+        if !exists {
+            return Err(no_such_conversation(id));
+        }
         let next: i64 = transaction
             .query_row(
                 "SELECT COALESCE(MAX(seq), 0) FROM conversation_messages WHERE conversation_id = ?1",
