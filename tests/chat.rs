@@ -78,7 +78,14 @@ async fn a_conversation_searches_opens_and_answers() {
     });
     assert_eq!(
         sequence,
-        ["tool_call", "tool_result", "thinking", "message", "done"],
+        [
+            "tool_call",
+            "tool_started",
+            "tool_result",
+            "thinking",
+            "message",
+            "done"
+        ],
         "{events:#?}"
     );
     let calls: Vec<&Value> = events

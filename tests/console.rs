@@ -114,20 +114,32 @@ async fn a_conversation_streams_shows_its_tool_calls_and_survives_a_reload() {
     let person = "console-flow";
     open_console(person, "/").await;
     click(person, "button \"New conversation\"").await;
-    ask(person, "search and open").await;
-    says(person, "Night trains cost from 29 euros.").await;
-    // Each card went through its states in order (a fast tool may finish before a paint).
-    let cards = evaluate(
+    // The live cards are replaced by the stored ones once the answer is done: keep their history.
+    evaluate(
         person,
-        "[...document.querySelectorAll('.tool')].map((c) => c.querySelector('.name').textContent + ': ' + c.dataset.statuses)",
+        "window.__cards = []; new MutationObserver((changes) => { for (const c of changes) \
+         for (const n of c.removedNodes) if (n.classList && n.classList.contains('tool')) \
+         window.__cards.push(n.querySelector('.name').textContent + ': ' + n.dataset.statuses); }) \
+         .observe(document.getElementById('log'), { childList: true }); true",
     )
     .await;
+    ask(person, "search and open").await;
+    says(person, "Night trains cost from 29 euros.").await;
+    // Each card went through its states in order: pending when the model asked for the call,
+    // running when it started, completed (a fast tool may finish before a paint).
+    eventually(
+        "the stored cards replace the live ones",
+        Duration::from_secs(10),
+        || async { evaluate(person, "window.__cards.length").await == json!(2) },
+    )
+    .await;
+    let cards = evaluate(person, "window.__cards").await;
     for tool in ["web_search", "open_web_page"] {
         assert!(
             cards
                 .as_array()
                 .unwrap()
-                .contains(&json!(format!("{tool}: running completed"))),
+                .contains(&json!(format!("{tool}: pending running completed"))),
             "{cards}"
         );
     }

@@ -62,6 +62,12 @@ pub enum AgentEvent {
         name: String,
         arguments: Value,
     },
+    /// A call announced by `ToolCall` starts running (calls on one browser session run one
+    /// after another; the others at once).
+    ToolStarted {
+        id: String,
+        name: String,
+    },
     ToolResult {
         id: String,
         name: String,
@@ -85,6 +91,7 @@ impl AgentEvent {
             AgentEvent::Message { .. } => "message",
             AgentEvent::Thinking { .. } => "thinking",
             AgentEvent::ToolCall { .. } => "tool_call",
+            AgentEvent::ToolStarted { .. } => "tool_started",
             AgentEvent::ToolResult { .. } => "tool_result",
             AgentEvent::Handoff(_) => "handoff",
             AgentEvent::Done(_) => "done",
@@ -105,6 +112,7 @@ impl AgentEvent {
             } => {
                 json!({ "id": id, "name": name, "arguments": arguments })
             }
+            AgentEvent::ToolStarted { id, name } => json!({ "id": id, "name": name }),
             AgentEvent::ToolResult {
                 id,
                 name,
@@ -396,6 +404,10 @@ impl Agent {
         call: &ToolCall,
         events: &mpsc::UnboundedSender<AgentEvent>,
     ) -> Vec<Record> {
+        let _ = events.send(AgentEvent::ToolStarted {
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
         let arguments = self.arguments(plan, call);
         let result = match &arguments {
             Ok(arguments) => {

@@ -1,5 +1,5 @@
 //! `POST /api/chat`: the agent loop over HTTP — server-sent events (`message`, `thinking`,
-//! `tool_call`, `handoff`, `tool_result`, `done`, `error`) by default, or one JSON answer with
+//! `tool_call`, `tool_started`, `handoff`, `tool_result`, `done`, `error`) by default, or one JSON answer with
 //! `stream: false`. A client that disconnects stops the loop.
 
 use std::convert::Infallible;
@@ -44,7 +44,7 @@ pub(super) fn stream(received: mpsc::UnboundedReceiver<AgentEvent>) -> Response 
 #[utoipa::path(post, path = "/api/chat", tag = "agent", request_body = ChatRequest,
     responses(
         (status = 200, description = "Server-sent events (`message`, `thinking`, `tool_call`, \
-            `handoff`, `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
+            `tool_started`, `handoff`, `tool_result`, `done`, `error`), or with `stream: false` one JSON answer.",
             content((super::openapi::SseEvent = "text/event-stream"), (Object = "application/json"))),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
         (status = 501, description = "NOT_CONFIGURED: no model configured", body = ErrorBody),
