@@ -150,14 +150,11 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         // Both print what the tools' types say: no service (browser, crawl database) is started.
         Command::Tools => {
             let definitions = webpilot::tools::definitions(&webpilot::tools::specs());
-            println!("{}", serde_json::to_string_pretty(&definitions)?);
+            print_json(&definitions)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Skill => {
-            print!(
-                "{}",
-                webpilot::server::skill::skill(&webpilot::tools::specs())
-            );
+            print_text(&webpilot::server::skill::skill(&webpilot::tools::specs()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
@@ -238,7 +235,7 @@ async fn call(
         Err(e) => {
             let error =
                 webpilot::error::ToolError::invalid(format!("arguments are not valid JSON: {e}"));
-            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            print_json(&error.to_json())?;
             return Ok(ExitCode::from(2));
         }
     };
@@ -274,11 +271,11 @@ async fn call(
             if let (Some(path), Some(image)) = (&output, out.images.first()) {
                 std::fs::write(path, &image.data)?;
             }
-            println!("{}", serde_json::to_string_pretty(&out.json)?);
+            print_json(&out.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            print_json(&error.to_json())?;
             Ok(ExitCode::from(1))
         }
     }
@@ -296,7 +293,7 @@ async fn crawl(
     let id = match app.crawler.submit(&operator, urls, options) {
         Ok(id) => id,
         Err(error) => {
-            println!("{}", serde_json::to_string_pretty(&error.to_json())?);
+            print_json(&error.to_json())?;
             return Ok(ExitCode::from(2));
         }
     };
@@ -332,7 +329,7 @@ async fn crawl(
     }
     match output {
         Some(path) => std::fs::write(path, lines)?,
-        None => print!("{lines}"),
+        None => print_text(&lines)?,
     }
     let errors = report.errors.len();
     eprintln!("{id}: {} of {total} read, {errors} failed", total - errors);
@@ -392,4 +389,18 @@ fn append_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     write!(file, "\n{text}")?;
     Ok(())
+}
+
+/// Prints a JSON value, pretty, on stdout.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    print_text(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}
+
+/// Prints on stdout; a reader that went away (`webpilot tools | head`) is no error.
+fn print_text(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
+    }
 }
