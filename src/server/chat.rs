@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, parse_body};
+use super::rest::{error_response, parse_body_as};
 use crate::agent::{AgentEvent, ChatRequest};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
@@ -58,12 +58,9 @@ async fn chat(
 ) -> Response {
     let origin = super::origin_of(&headers);
     // Any content type: `curl -d` sends JSON as application/x-www-form-urlencoded.
-    let request = match parse_body(body).and_then(|args| {
-        serde_path_to_error::deserialize::<_, ChatRequest>(args).map_err(|e| {
-            ToolError::invalid(format!("bad chat request: {e}"))
-                .with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}")
-        })
-    }) {
+    let request = match parse_body_as::<ChatRequest>(body, "chat request")
+        .map_err(|e| e.with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}"))
+    {
         Ok(request) => request,
         Err(error) => return error_response(&error),
     };

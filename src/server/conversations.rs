@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body};
+use super::rest::{error_response, json_or_error, parse_body_as, parse_query};
 use crate::agent::ChatRequest;
 use crate::agent::conversations::{NewConversation, Record, Recorder};
 use crate::app::App;
@@ -64,10 +64,7 @@ async fn create(
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let new = parse_body(body).and_then(|args| {
-        serde_path_to_error::deserialize::<_, NewConversation>(args)
-            .map_err(|e| ToolError::invalid(format!("bad conversation: {e}")))
-    });
+    let new = parse_body_as::<NewConversation>(body, "conversation");
     let new = match new.and_then(checked) {
         Ok(new) => new,
         Err(error) => return error_response(&error),
@@ -108,14 +105,9 @@ async fn list(
     CallerTenant(tenant): CallerTenant,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let query = match query {
-        Ok(Query(query)) => query,
-        Err(rejection) => {
-            return error_response(&ToolError::invalid(format!(
-                "bad query: {}",
-                rejection.body_text()
-            )));
-        }
+    let query = match parse_query(query) {
+        Ok(query) => query,
+        Err(error) => return error_response(&error),
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
     let page = front
@@ -223,11 +215,7 @@ async fn message(
         Ok(conversation) => conversation,
         Err(error) => return error_response(&error),
     };
-    let content = parse_body(body).and_then(|args| {
-        serde_path_to_error::deserialize::<_, NewMessage>(args)
-            .map_err(|e| ToolError::invalid(format!("bad message: {e}")))
-    });
-    let content = match content {
+    let content = match parse_body_as::<NewMessage>(body, "message") {
         Ok(NewMessage { content }) if !content.trim().is_empty() => content,
         Ok(_) => return error_response(&ToolError::invalid("field `content` is empty")),
         Err(error) => return error_response(&error),

@@ -17,10 +17,10 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body};
+use super::rest::{error_response, json_or_error, parse_body, parse_query};
 use crate::app::App;
 use crate::crawl::TaskStatus;
-use crate::error::{ErrorBody, ToolError};
+use crate::error::ErrorBody;
 use crate::tools::Caller;
 
 /// Default and largest `limit` of the task list.
@@ -95,14 +95,9 @@ async fn list(
     CallerTenant(tenant): CallerTenant,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let query = match query {
-        Ok(Query(query)) => query,
-        Err(rejection) => {
-            return error_response(&ToolError::invalid(format!(
-                "bad query: {}",
-                rejection.body_text()
-            )));
-        }
+    let query = match parse_query(query) {
+        Ok(query) => query,
+        Err(error) => return error_response(&error),
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
     json_or_error(app.crawler.list(&tenant, query.status, limit))

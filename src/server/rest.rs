@@ -277,6 +277,26 @@ pub(super) fn json_or_error(result: Result<impl serde::Serialize, ToolError>) ->
     }
 }
 
+/// A request body as a `T` (nothing is `{}`); errors name the field, after `what`.
+pub(super) fn parse_body_as<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    what: &str,
+) -> Result<T, ToolError> {
+    parse_body(body).and_then(|args| {
+        serde_path_to_error::deserialize::<_, T>(args)
+            .map_err(|e| ToolError::invalid(format!("bad {what}: {e}")))
+    })
+}
+
+/// A query string as a `T`, or what was wrong with it.
+pub(super) fn parse_query<T>(
+    query: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, ToolError> {
+    query
+        .map(|axum::extract::Query(query)| query)
+        .map_err(|rejection| ToolError::invalid(format!("bad query: {}", rejection.body_text())))
+}
+
 /// A request body as tool arguments: a JSON object, or nothing (no arguments).
 pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
     let body = body.map_err(|rejection| {

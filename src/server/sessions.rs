@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body};
+use super::rest::{error_response, json_or_error, parse_body_as};
 use crate::app::App;
 use crate::browser::SessionSummary;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
@@ -54,10 +54,7 @@ async fn create(
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let options = parse_body(body).and_then(|args| {
-        serde_path_to_error::deserialize::<_, NewSession>(args)
-            .map_err(|e| ToolError::invalid(format!("bad session options: {e}")))
-    });
+    let options = parse_body_as::<NewSession>(body, "session options");
     let created = async {
         let options = options?;
         let idle = options.idle_secs.map(checked_idle).transpose()?;
