@@ -456,26 +456,7 @@ async fn stored_turns_hold_whole_tool_calls_and_survive_a_killed_service() {
         ("WEBPILOT_FETCH_ALLOW", "127.0.0.1"),
     ];
     let (mut child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
-    let created: Value = client()
-        .post(format!("{api}/api/conversations"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
-    let answer = client()
-        .post(format!("{api}/api/conversations/{id}/messages"))
-        .json(&json!({ "content": "search and open" }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(answer.contains("event: done"), "{answer}");
+    let id = common::answered_conversation(&api, "search and open").await;
     let before = common::get_json(&format!("{api}/api/conversations/{id}")).await;
     let roles: Vec<&str> = before["messages"]
         .as_array()

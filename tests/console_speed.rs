@@ -6,33 +6,14 @@
 mod common;
 
 use common::web_fixtures::config;
-use common::{call_at, client, start_with};
+use common::{call_at, start_with};
 use serde_json::json;
 
 #[tokio::test]
 async fn the_console_is_ready_within_300_ms() {
     let service = start_with(config);
     let api = &service.api;
-    let created: serde_json::Value = client()
-        .post(format!("{api}/api/conversations"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["id"].as_str().unwrap();
-    let answered = client()
-        .post(format!("{api}/api/conversations/{id}/messages"))
-        .json(&json!({ "content": "search and open" }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(answered.contains("event: done"), "{answered}");
+    let id = common::answered_conversation(api, "search and open").await;
     let mut best = f64::MAX;
     for _ in 0..5 {
         let (status, _) = call_at(

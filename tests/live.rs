@@ -646,3 +646,41 @@ async fn the_cli_prints_the_live_link_at_once_and_serves_it_while_it_waits() {
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["handed_back"], "person", "{result:#}");
 }
+
+#[tokio::test]
+async fn a_person_fills_a_form_in_another_sites_frame_through_the_live_view() {
+    // The checkout's card form lives in a frame of another site (another renderer process),
+    // as payment providers' forms do; the shop's server must receive what the person typed.
+    let worker = "live-frame";
+    let viewer = "live-frame-viewer";
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("checkout.html") }),
+    )
+    .await;
+    let live = ok(
+        "browser_tabs",
+        json!({ "session": worker, "action": "live" }),
+    )
+    .await;
+    take_control(viewer, live["live_url"].as_str().unwrap()).await;
+    // Tab goes from the page into the frame's first field (the order button is disabled).
+    viewer_keys(viewer, "Tab").await;
+    viewer_types(viewer, "Ada Lovelace ✓").await;
+    viewer_keys(viewer, "Enter").await;
+    let paid_by = || {
+        common::page_fixtures::received()
+            .into_iter()
+            .filter(|(path, _)| path == "/pay")
+            .any(|(_, body)| {
+                url::form_urlencoded::parse(body.as_bytes())
+                    .any(|(k, v)| k == "holder" && v == "Ada Lovelace ✓")
+            })
+    };
+    eventually(
+        "the shop's server got the card holder",
+        Duration::from_secs(10),
+        || async { paid_by() },
+    )
+    .await;
+}

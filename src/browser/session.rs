@@ -1322,7 +1322,7 @@ impl SessionGuard {
 const MIN_TAB_CREATION: Duration = Duration::from_millis(100);
 
 /// Chromium's pages (with their contexts), in one browser-side call.
-async fn list_pages(browser: &BrowserHandle) -> ToolResult<Vec<TargetInfo>> {
+pub(super) async fn list_pages(browser: &BrowserHandle) -> ToolResult<Vec<TargetInfo>> {
     let list = browser.browser.execute(GetTargetsParams::default());
     let targets = browser.cdp("listing pages", list).await?;
     Ok(targets

@@ -246,7 +246,9 @@ impl Viewer {
             let mut changed = true;
             tokio::select! {
                 message = stream.next() => match message {
-                    Some(Ok(Message::Text(text))) => self.on_message(&text, &mut outgoing).await,
+                    Some(Ok(Message::Text(text))) => {
+                        changed = self.on_message(&text, &mut outgoing).await;
+                    }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                     Some(Ok(_)) => {}
                 },
@@ -312,12 +314,14 @@ impl Viewer {
         }
     }
 
-    async fn on_message(&mut self, message: &str, outgoing: &mut Vec<Message>) {
+    /// Handles one message of the viewer's page; returns whether the viewer's state may have
+    /// changed (input, many a second while a person drives, changes none of it).
+    async fn on_message(&mut self, message: &str, outgoing: &mut Vec<Message>) -> bool {
         let message: FromViewer = match serde_json::from_str(message) {
             Ok(message) => message,
             Err(error) => {
                 outgoing.push(notice(&format!("not understood: {error}")));
-                return;
+                return false;
             }
         };
         match message {
@@ -349,24 +353,22 @@ impl Viewer {
                     && let Err(error) = control.switch_to(&tab)
                 {
                     outgoing.push(notice(&error.message));
-                    return;
+                    return true;
                 }
                 self.shown = Some(tab);
                 self.follow_tabs().await;
             }
             FromViewer::Input { event } => {
-                let Some(control) = &self.control else {
-                    return;
-                };
-                let tabs = self.hub.tabs().borrow().clone();
-                let Some(tab) = tabs.shown(self.shown.as_deref()) else {
-                    return;
-                };
-                if let Err(error) = self.hub.input(control, tab, event).await {
+                // Input goes to the tab on the person's screen.
+                if let (Some(control), Some((tab, _))) = (&self.control, &self.watching)
+                    && let Err(error) = self.hub.input(control, tab, event).await
+                {
                     outgoing.push(notice(&error.message));
                 }
+                return false;
             }
         }
+        true
     }
 
     /// Watches the tab to show now (the chosen one, else the session's active tab).

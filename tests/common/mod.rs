@@ -565,6 +565,32 @@ pub async fn metric(api: &str, token: Option<&str>, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }
 
+/// A new conversation on the service at `api` that the agent has answered `question` in (the
+/// whole SSE stream read, up to its `done`); returns its id.
+pub async fn answered_conversation(api: &str, question: &str) -> String {
+    let created: Value = client()
+        .post(format!("{api}/api/conversations"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let answer = client()
+        .post(format!("{api}/api/conversations/{id}/messages"))
+        .json(&json!({ "content": question }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(answer.contains("event: done"), "{answer}");
+    id
+}
+
 /// Polls `check` until it returns true or the deadline passes.
 pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
 where

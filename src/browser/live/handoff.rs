@@ -49,9 +49,9 @@ impl Until {
     async fn holds(&self, tab: &LiveTab) -> bool {
         match self {
             Until::Url(pattern) => tab
-                .info(false)
+                .url()
                 .await
-                .is_some_and(|info| glob_matches(pattern, &info.url)),
+                .is_some_and(|url| glob_matches(pattern, &url)),
             Until::Present(target) => {
                 let mut params = EvaluateParams::new(crate::browser::settle::probe_expression(
                     Some(target),

@@ -69,28 +69,22 @@ impl LiveTab {
         self.id == other.id && self.target == other.target
     }
 
-    /// URL and title, as Chromium has them (no script runs in the page).
-    async fn info(&self, active: bool) -> Option<TabInfo> {
+    /// The tab's URL, as Chromium has it (no script runs in the page).
+    async fn url(&self) -> Option<String> {
         let params = GetTargetInfoParams {
             target_id: Some(self.target.clone()),
         };
         let info = self
             .browser
-            .within(INFO_LIMIT, "reading a tab", self.page.execute(params))
+            .within(URL_LIMIT, "reading a tab's URL", self.page.execute(params))
             .await
             .ok()?;
-        let info = &info.result.target_info;
-        Some(TabInfo {
-            tab: self.id.clone(),
-            url: info.url.clone(),
-            title: info.title.clone(),
-            active,
-        })
+        Some(info.result.target_info.url.clone())
     }
 }
 
-/// How long the live view waits for a tab's URL and title.
-const INFO_LIMIT: Duration = Duration::from_secs(2);
+/// How long a check of a tab's URL may take.
+const URL_LIMIT: Duration = Duration::from_secs(2);
 
 /// The session's tabs as its last call left them.
 #[derive(Clone, Default)]
@@ -112,16 +106,26 @@ impl LiveTabs {
             .or_else(|| self.tabs.first())
     }
 
-    /// Every tab with its URL and title.
+    /// Every tab with its URL and title, from one look at Chromium's pages.
     pub async fn infos(&self) -> Vec<TabInfo> {
-        let mut infos = Vec::with_capacity(self.tabs.len());
-        for tab in &self.tabs {
-            let active = self.active.as_deref() == Some(tab.id.as_str());
-            if let Some(info) = tab.info(active).await {
-                infos.push(info);
-            }
-        }
-        infos
+        let Some(first) = self.tabs.first() else {
+            return Vec::new();
+        };
+        let pages = super::session::list_pages(&first.browser)
+            .await
+            .unwrap_or_default();
+        self.tabs
+            .iter()
+            .filter_map(|tab| {
+                let page = pages.iter().find(|page| page.target_id == tab.target)?;
+                Some(TabInfo {
+                    tab: tab.id.clone(),
+                    url: page.url.clone(),
+                    title: page.title.clone(),
+                    active: self.active.as_deref() == Some(tab.id.as_str()),
+                })
+            })
+            .collect()
     }
 
     fn same_as(&self, other: &LiveTabs) -> bool {
