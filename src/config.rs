@@ -91,6 +91,8 @@ pub struct Config {
     pub crawl: CrawlConfig,
     /// The server files tools may read.
     pub files: FilesConfig,
+    /// Downloads by URL (`browser_interact action=download`).
+    pub downloads: DownloadsConfig,
     /// Host names `/mcp` answers besides loopback ones (the names clients use to reach a
     /// non-loopback bind).
     pub mcp_allowed_hosts: Vec<String>,
@@ -222,6 +224,22 @@ impl Default for LlmConfig {
             vision: false,
             timeout_ms: 120_000,
             max_retries: 3,
+        }
+    }
+}
+
+/// Downloads by URL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DownloadsConfig {
+    /// A download stops here and is reported `truncated`.
+    pub max_bytes: u64,
+}
+
+impl Default for DownloadsConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 200 * 1024 * 1024,
         }
     }
 }
@@ -365,6 +383,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             crawl: CrawlConfig::default(),
             files: FilesConfig::default(),
+            downloads: DownloadsConfig::default(),
             mcp_allowed_hosts: Vec::new(),
             mcp_allowed_origins: Vec::new(),
         }

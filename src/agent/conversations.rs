@@ -385,6 +385,7 @@ fn mime_of(name: &str) -> &'static str {
         Some("png") => "image/png",
         Some("jpg" | "jpeg") => "image/jpeg",
         Some("webp") => "image/webp",
+        Some("pdf") => "application/pdf",
         _ => "application/octet-stream",
     }
 }
@@ -393,6 +394,7 @@ fn extension_of(mime: &str) -> &'static str {
     match mime {
         "image/jpeg" => "jpg",
         "image/webp" => "webp",
+        "application/pdf" => "pdf",
         _ => "png",
     }
 }

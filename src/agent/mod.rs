@@ -431,10 +431,10 @@ impl Agent {
                     "{} of {} bytes{}",
                     image.mime,
                     image.data.len(),
-                    if self.llm.vision() {
-                        ", attached below"
-                    } else {
-                        ", not shown (text-only model)"
+                    match (image.is_picture(), self.llm.vision()) {
+                        (true, true) => ", attached below",
+                        (true, false) => ", not shown (text-only model)",
+                        (false, _) => ", a document (save it with `save`)",
                     }
                 )),
             );
@@ -452,7 +452,7 @@ impl Agent {
         });
         let mut records = Vec::new();
         if self.llm.vision() {
-            records.extend(images.iter().map(|image| {
+            records.extend(images.iter().filter(|image| image.is_picture()).map(|image| {
                 use base64::Engine;
                 let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
                 Record::of(json!({"role": "user", "content": [

@@ -335,9 +335,9 @@ fn image_size(bytes: &[u8]) -> ToolResult<(u32, u32)> {
         .ok_or_else(|| ToolError::internal("the browser returned an unreadable image"))
 }
 
-fn base64_decode(data: &str) -> ToolResult<Vec<u8>> {
+pub(super) fn base64_decode(data: &str) -> ToolResult<Vec<u8>> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(data)
-        .map_err(|e| ToolError::internal(format!("the browser returned invalid image data: {e}")))
+        .map_err(|e| ToolError::internal(format!("the browser returned invalid base64 data: {e}")))
 }

@@ -10,6 +10,7 @@ pub use admission::{AdmissionStats, REPORTED_WAIT};
 pub use annotate::role_colour;
 mod capture;
 mod content;
+mod download;
 mod frames;
 mod guard;
 mod input;
@@ -18,6 +19,7 @@ pub mod live;
 mod memory;
 mod navigation;
 mod pool;
+mod print;
 pub mod profiles;
 mod session;
 mod settle;
@@ -28,11 +30,13 @@ mod tab;
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
+pub use download::Downloaded;
 pub use navigation::{Arrival, Destination};
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,
 };
+pub use print::{Paper, Printing};
 pub use session::{
     BrowserService, SessionGuard, SessionSummary, SweepStats, TabInfo, unguessable_name,
 };

@@ -39,6 +39,9 @@ pub struct Arrival {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<i64>,
     pub ready: Readiness,
+    /// The main document's media type (`application/pdf` shows no text to read).
+    #[serde(skip)]
+    pub mime: Option<String>,
     /// JS dialogs answered during the navigation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<DialogRecord>,
@@ -56,6 +59,7 @@ impl Tab {
         let commits_before = {
             let mut events = lock(&self.events);
             events.document_status = None;
+            events.document_mime = None;
             events.blocked = None;
             events.main_commits
         };
@@ -101,12 +105,16 @@ impl Tab {
             }
             Err(error) => return Err(error),
         };
-        let (status, error_page) = {
+        let (status, mime, error_page) = {
             let mut events = lock(&self.events);
             if let Some(refusal) = events.blocked.take() {
                 return Err(refusal);
             }
-            (events.document_status, events.error_page)
+            (
+                events.document_status,
+                events.document_mime.clone(),
+                events.error_page,
+            )
         };
         if error_page {
             // The error text arrives with the navigation's answer, just after the error page.
@@ -126,6 +134,7 @@ impl Tab {
         Ok(Arrival {
             status,
             ready,
+            mime,
             dialogs: self.take_dialogs(),
         })
     }

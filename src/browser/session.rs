@@ -373,11 +373,7 @@ impl BrowserService {
                 events_enabled: None,
             }
         } else {
-            let dir = session
-                .tenant
-                .data_dir(&self.config.data_dir)
-                .join("downloads")
-                .join(folder_name(&session.name));
+            let dir = session.downloads_dir(&self.config.data_dir);
             SetDownloadBehaviorParams {
                 behavior: SetDownloadBehaviorBehavior::Allow,
                 browser_context_id: Some(context.clone()),
@@ -840,6 +836,13 @@ async fn context_params(
 static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl Session {
+    fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.tenant
+            .data_dir(data_dir)
+            .join("downloads")
+            .join(folder_name(&self.name))
+    }
+
     fn new(tenant: Arc<Tenant>, name: String, scratch: bool, live: Arc<LiveHub>) -> Arc<Self> {
         Self::with(tenant, name, scratch, live, None, None)
     }
@@ -973,6 +976,11 @@ impl Drop for SessionGuard {
 }
 
 impl SessionGuard {
+    /// Where the session's downloads go: `downloads/<session>/` in its tenant's data dir.
+    pub fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.session.downloads_dir(data_dir)
+    }
+
     /// Closes the session's browser context, tabs and cookies with it.
     pub async fn discard(mut self) {
         self.state.dispose().await;

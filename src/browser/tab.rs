@@ -58,6 +58,8 @@ pub(crate) struct TabEvents {
     pub error_page: bool,
     /// HTTP status of the latest main-frame document response.
     pub document_status: Option<i64>,
+    /// Its media type.
+    pub document_mime: Option<String>,
     /// Dialogs answered since the last `take_dialogs`.
     pub dialogs: Vec<DialogRecord>,
     /// How to answer the next dialog (`browser_interact action=dialog`); accept by default.
@@ -522,6 +524,7 @@ async fn spawn_watcher(
                         && event.request_id.inner() == event.loader_id.inner()
                     {
                         state.document_status = Some(event.response.status);
+                        state.document_mime = Some(event.response.mime_type.clone());
                     }
                     state.response_received(event.request_id.inner(), &event.r#type);
                 }

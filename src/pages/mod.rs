@@ -22,8 +22,13 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tenant::Tenant;
 use crate::web::client::Fetched;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
+use crate::web::pdf::{self, PdfInfo};
 use crate::web::{WebService, shell};
 use paging::slice_text;
+
+/// Longest a PDF may take to read; the parser runs on a blocking thread that cannot be stopped,
+/// so past this the caller gets an answer and the thread finishes alone.
+const PDF_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 use sniff::ContentClass;
 
 /// How to read a page: what to extract, in which format, by which route, how much at once.
@@ -90,6 +95,9 @@ pub struct Page {
     /// Meta tags and headings (extract=structured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
+    /// The response was a PDF document: its pages and metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdf: Option<PdfInfo>,
     /// What the URL policy refused while the browser rendered the page (frames, images,
     /// scripts, fetches of private addresses or denied domains).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -105,6 +113,7 @@ struct Loaded {
     why: Option<String>,
     body_truncated: bool,
     blocked: Vec<Blocked>,
+    pdf: Option<PdfInfo>,
 }
 
 /// The page reader: HTTP client, browser and the render limit.
@@ -190,6 +199,7 @@ impl Pages {
             body_truncated: loaded.body_truncated.then_some(true),
             article: loaded.extracted.article,
             structured: loaded.extracted.structured,
+            pdf: loaded.pdf,
             blocked: loaded.blocked,
         })
     }
@@ -253,6 +263,7 @@ impl Pages {
             why: Some(why.unwrap_or_else(|| "mode=browser".into())),
             body_truncated: false,
             blocked,
+            pdf: None,
         })
     }
 }
@@ -273,7 +284,15 @@ async fn from_http(
         why: None,
         body_truncated: fetched.truncated,
         blocked: Vec::new(),
+        pdf: None,
     };
+    if pdf::is_pdf(&mime, &fetched.body) {
+        let (extracted, info) = read_pdf(&fetched, kind, format).await?;
+        return Ok(Ok(Loaded {
+            pdf: Some(info),
+            ..loaded(extracted)
+        }));
+    }
     let html = match sniff::content_class(&mime, &fetched.body) {
         ContentClass::Html => fetched.text(true),
         ContentClass::Text => {
@@ -298,4 +317,40 @@ async fn from_http(
         (Some(extracted), _) => Ok(loaded(extracted)),
         (None, why) => Err(why.unwrap_or_default()),
     })
+}
+
+/// Reads a fetched PDF off the async threads, within `PDF_READ_LIMIT`.
+async fn read_pdf(
+    fetched: &Fetched,
+    kind: ExtractKind,
+    format: TextFormat,
+) -> ToolResult<(Extracted, PdfInfo)> {
+    let bytes = fetched.body.clone();
+    let reading = tokio::task::spawn_blocking(move || pdf::read(bytes, kind, format));
+    let read = tokio::time::timeout(PDF_READ_LIMIT, reading)
+        .await
+        .map_err(|_| {
+            ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "reading the PDF at {} took longer than {} s",
+                    fetched.final_url,
+                    PDF_READ_LIMIT.as_secs()
+                ),
+            )
+            .with_hint("download it with browser_interact action=download instead")
+        })?
+        .map_err(|e| ToolError::internal(format!("PDF reading failed: {e}")))?;
+    match read {
+        Err(_) if fetched.truncated => Err(ToolError::new(
+            ErrorCode::Upstream,
+            format!(
+                "{} is a PDF larger than the {} bytes a fetch reads, and its first part cannot be read alone",
+                fetched.final_url,
+                fetched.body.len()
+            ),
+        )
+        .with_hint("download it with browser_interact action=download (larger cap), or raise fetch.max_bytes")),
+        read => read,
+    }
 }

@@ -12,7 +12,8 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
@@ -92,7 +93,14 @@ impl McpFront {
                 let mut content = vec![ContentBlock::text(output.json.to_string())];
                 content.extend(output.images.iter().map(|image| {
                     let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
-                    ContentBlock::image(data, image.mime)
+                    if image.is_picture() {
+                        ContentBlock::image(data, image.mime)
+                    } else {
+                        let uri = format!("webpilot:{name}");
+                        ContentBlock::resource(
+                            ResourceContents::blob(data, uri).with_mime_type(image.mime),
+                        )
+                    }
                 }));
                 let mut result = CallToolResult::success(content);
                 result.structured_content = Some(output.json);

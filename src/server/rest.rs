@@ -254,7 +254,7 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if let Some(image) = output.images.first()
-        && (accept.contains(image.mime) || accept.contains("image/*"))
+        && (accept.contains(image.mime) || (image.is_picture() && accept.contains("image/*")))
     {
         let image = output.images.swap_remove(0);
         return ([(header::CONTENT_TYPE, image.mime)], image.data).into_response();

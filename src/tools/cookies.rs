@@ -36,7 +36,7 @@ pub struct CookiesArgs {
     pub domain: Option<String>,
     /// ensure_login: how to tell the session is logged in.
     pub check: Option<LoginCheck>,
-    /// import: detected by default; export: storage_state returns JSON too.
+    /// import: auto-detected.
     pub format: Option<Format>,
     /// import: the file content.
     pub content: Option<String>,
@@ -171,7 +171,7 @@ impl Tool for Cookies {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"action": "ensure_login", "name": "work", "check": {"url": "https://example.com/account", "not_text": "Sign in"}}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage) as a profile, load it, ensure_login (check, load, recheck), list/clear cookies, import.";
+    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login (check, load, recheck), list/clear cookies, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let key = match std::env::var(profiles::PROFILE_KEY_ENV) {

@@ -32,7 +32,7 @@ pub struct CrawlBatchArgs {
     pub mode: Option<FetchMode>,
     /// URLs at once (default 4).
     pub parallel: Option<usize>,
-    /// Token budget per page (default 4000).
+    /// Per page (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
 }

@@ -11,14 +11,14 @@ use serde_json::Value;
 
 use super::{Call, PersonTimeoutMs, Scope, SessionName, Tool, handoff};
 use crate::browser::live::HandedBack;
-use crate::browser::{Aftermath, DialogAnswer, DialogRecord, Tab};
+use crate::browser::{Aftermath, DialogAnswer, DialogRecord, Downloaded, Tab};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
 
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
 click, type (clear, submit), send_keys (Enter, Control+A), select (value or label), options, \
 upload, hover, scroll, wait (until text/selector, or seconds), evaluate (JS), dialog (answer the \
-next alert/confirm/prompt). It waits while the page is busy and reports what changed. \
+next alert/confirm/prompt), download (url, with the session's cookies, into downloads/). It waits while the page is busy and reports what changed. \
 When a person must act (a second factor, a CAPTCHA, a consent), handoff with a message returns \
 a live_url for them and waits until they press Done, until `until` holds (text, selector or \
 url:PATTERN) or timeout_ms (default 10 min); wait:false returns at once, a later wait picks it up.";
@@ -38,7 +38,7 @@ pub struct InteractArgs {
     pub ref_id: Option<u32>,
     /// Text to type.
     pub text: Option<String>,
-    /// e.g. "Enter" or "Control+A Enter".
+    /// e.g. "Control+A Enter".
     pub keys: Option<String>,
     /// select: value or label.
     pub option: Option<String>,
@@ -70,9 +70,13 @@ pub struct InteractArgs {
     pub accept: Option<bool>,
     /// dialog: prompt() text.
     pub prompt_text: Option<String>,
-    /// ms (default 10000; handoff 600000, max 3600000).
+    /// download: URL.
+    pub url: Option<String>,
+    /// download: name.
+    pub filename: Option<String>,
+    /// ms (default 10000; handoff 600000).
     pub timeout_ms: Option<PersonTimeoutMs>,
-    /// Default: the active tab.
+    // Default: the active tab (a plain comment keeps the published tool list short).
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
@@ -117,6 +121,7 @@ pub enum Action {
     Evaluate,
     Dialog,
     Handoff,
+    Download,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -184,6 +189,9 @@ struct Done {
     /// handoff: how it ended; absent while the person is still at it (wait: false).
     #[serde(skip_serializing_if = "Option::is_none")]
     handed_back: Option<HandedBack>,
+    /// download: the saved file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    download: Option<Downloaded>,
 }
 
 impl Done {
@@ -200,6 +208,7 @@ impl Done {
             answered: None,
             live_url: None,
             handed_back: None,
+            download: None,
         }
     }
 }
@@ -238,6 +247,9 @@ impl Tool for Interact {
                 && call.session().await?.live().pending_handoff().is_some());
         if !handing_off {
             check_required(&args)?;
+        }
+        if args.action == Action::Download {
+            return download(call, &args).await;
         }
         let files = if args.action == Action::Upload {
             upload_files(call, &args).await?
@@ -304,6 +316,30 @@ async fn upload_files(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<Ve
     Ok(files)
 }
 
+/// Saves a URL with the session's cookies into its downloads folder; the page stays as it is.
+async fn download(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<InteractOutput> {
+    let raw = args.url.as_deref().unwrap_or_default();
+    crate::policy::check_length(raw, "url")?;
+    let url = url::Url::parse(raw.trim())
+        .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {raw:?}")))?;
+    let policy = call.tenant().policy().clone();
+    call.ctx.web.client.check_target(&url, &policy).await?;
+    let config = call.ctx.config.clone();
+    let dir = call.session().await?.downloads_dir(&config.data_dir);
+    let tab = call.tab().await?;
+    let saved = tab
+        .download(
+            &url,
+            &dir,
+            args.filename.as_deref(),
+            config.downloads.max_bytes,
+        )
+        .await?;
+    let mut done = Done::of(Action::Download);
+    done.download = Some(saved);
+    Ok(InteractOutput::of(done))
+}
+
 /// Actions after which the page may change and is watched until it settles.
 fn changes_page(action: Action) -> bool {
     !matches!(action, Action::Options | Action::Wait | Action::Dialog)
@@ -349,9 +385,9 @@ async fn perform(
             let script = args.script.as_deref().unwrap_or_default();
             done.value = Some(tab.evaluate_script(script).await?);
         }
-        Action::Handoff => {
+        Action::Handoff | Action::Download => {
             return Err(ToolError::internal(
-                "a hand-off is not an action on the page",
+                "hand-offs and downloads are not actions on the page",
             ));
         }
         Action::Dialog => {
@@ -439,6 +475,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         }
         "script" => args.script.as_deref().is_some_and(|s| !s.trim().is_empty()),
         "until or seconds" => args.until.is_some() || args.seconds.is_some(),
+        "url" => args.url.as_deref().is_some_and(|u| !u.trim().is_empty()),
         _ => true,
     };
     let required: &[&str] = match action {
@@ -449,6 +486,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         Action::Upload => &["ref", "paths or files"],
         Action::Wait => &["until or seconds"],
         Action::Evaluate => &["script"],
+        Action::Download => &["url"],
         Action::Scroll | Action::Dialog | Action::Handoff => &[],
     };
     match required.iter().find(|f| !present(f)) {

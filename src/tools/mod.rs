@@ -105,11 +105,18 @@ pub struct ToolOutput {
     pub summary: String,
 }
 
-/// An image produced by a tool (screenshots).
+/// A file produced by a tool beside its JSON: a screenshot, or a page printed as a PDF.
 #[derive(Debug, Clone)]
 pub struct Image {
     pub mime: &'static str,
     pub data: Vec<u8>,
+}
+
+impl Image {
+    /// A picture a person or a vision model can look at (not a document).
+    pub fn is_picture(&self) -> bool {
+        self.mime.starts_with("image/")
+    }
 }
 
 /// Shared state every tool may use.

@@ -89,6 +89,9 @@ pub struct NavigateOutput {
     /// Pass as browser_read mode=elements cursor for the rest.
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_next_cursor: Option<String>,
+    /// How to read what the browser cannot show as a page (a PDF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
 }
 
 pub struct Navigate;
@@ -101,7 +104,7 @@ impl Tool for Navigate {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"target": "https://example.com"}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status, readiness and the first interactive elements.";
+    const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status and the first interactive elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
         let mut destination = destination(&args)?;
@@ -120,11 +123,18 @@ impl Tool for Navigate {
         let arrival = tab
             .navigate(destination, args.wait_for.as_deref(), time_left)
             .await?;
+        let hint = (arrival.mime.as_deref() == Some("application/pdf")).then(|| {
+            "this is a PDF document, which the browser shows without text to read: read it with \
+             open_web_page (the same URL; paged, with headings), or save it with browser_interact \
+             action=download"
+                .to_string()
+        });
         let mut output = NavigateOutput {
             arrival,
             elements_total: None,
             elements: None,
             elements_next_cursor: None,
+            hint,
         };
         let budget = args.max_tokens.unwrap_or(INLINE_ELEMENTS_TOKENS);
         if budget > 0 {

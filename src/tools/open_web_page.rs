@@ -45,7 +45,7 @@ impl Tool for OpenWebPage {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"url": "https://example.com/article"}"#;
     const SCOPE: Scope = Scope::Web;
-    const DESCRIPTION: &'static str = "Read a web page without a browser: main content, whole page, links, images or outline, as Markdown or text. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read a web page or PDF without a browser: main content, whole page, links, images or outline, as Markdown or text. Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: OpenWebPageArgs) -> ToolResult<Page> {
         let options = PageOptions {

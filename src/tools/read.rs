@@ -38,7 +38,7 @@ pub struct ReadArgs {
     pub max_tokens: Option<usize>,
     /// next_cursor of the previous read.
     pub cursor: Option<String>,
-    /// Default: the active tab.
+    // Default: the active tab (a plain comment keeps the published tool list short).
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
@@ -113,7 +113,7 @@ impl Tool for Read {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"mode": "markdown", "max_tokens": 2000}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Read the current page: interactive elements with refs, markdown, text, html, find (matches with section, refs) or extract (sections answering query). Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find (matches, refs) or extract (sections answering query). Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();

@@ -1,43 +1,51 @@
 //! `browser_screenshot`: the viewport, the full page or one element, optionally annotated with
-//! numbered boxes whose numbers are the refs of `browser_read mode=elements`.
+//! numbered boxes whose numbers are the refs of `browser_read mode=elements` — or the whole page
+//! printed as a PDF document.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionName, Tool};
-use crate::browser::{ImageKind, LegendEntry, Shot};
+use crate::browser::{ImageKind, LegendEntry, Paper, Printing, Shot};
 use crate::error::{ToolError, ToolResult};
+
+const PDF_MIME: &str = "application/pdf";
 
 const GUIDE: &str = "browser_screenshot captures the viewport (or full_page, or one element by \
 ref). annotate=true draws numbered boxes on interactive elements; the numbers are the refs of \
-browser_read mode=elements and the legend lists them.";
+browser_read mode=elements and the legend lists them. format=pdf prints the whole page as a PDF \
+(paper A4 or Letter, landscape).";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
-    /// Numbered boxes on interactive elements (numbers = refs).
+    /// Number interactive elements (= refs).
     pub annotate: Option<bool>,
-    /// Whole page, not just the viewport.
+    /// Whole page.
     pub full_page: Option<bool>,
     /// Capture only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Default png.
+    /// Default png; pdf prints the page.
     pub format: Option<Format>,
-    /// JPEG/WebP quality 1-100 (default 80).
+    /// pdf paper (default A4).
+    pub paper: Option<Paper>,
+    /// pdf: landscape.
+    pub landscape: Option<bool>,
+    /// JPEG/WebP 1-100 (default 80).
     #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
     /// Scale down to this width (px).
     #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
-    /// Also save as <data dir>/screenshots/NAME.
+    /// Also save in screenshots/.
     #[schemars(
         length(min = 1, max = 100),
         regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
     )]
     pub save: Option<String>,
-    /// Default: the active tab.
+    // Default: the active tab (a plain comment keeps the published tool list short).
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
@@ -51,15 +59,22 @@ pub enum Format {
     Png,
     Jpeg,
     Webp,
+    Pdf,
 }
 
-/// The picture (as an image beside this object), its size and legend.
+/// The picture or document (beside this object), its size and legend.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScreenshotOutput {
-    /// The image's media type.
+    /// The file's media type.
     format: &'static str,
-    width: u32,
-    height: u32,
+    /// Image width (px).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    width: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    height: Option<u32>,
+    /// pdf: its pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pages: Option<usize>,
     bytes: usize,
     /// annotate: the numbered boxes, numbers = refs.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,25 +95,28 @@ impl Tool for Screenshot {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"annotate": true}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or one element; annotate=true numbers interactive elements by ref.";
+    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or an element (annotate=true numbers elements by ref), or print the page as PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
+        if let Some(Format::Pdf) = args.format {
+            return print(call, &args).await;
+        }
+        if args.paper.is_some() || args.landscape.is_some() {
+            return Err(ToolError::invalid(
+                "`paper` and `landscape` are for format=pdf",
+            ));
+        }
         let shot = shot(&args)?;
-        let save_path = match &args.save {
-            Some(name) => {
-                let data_dir = call.tenant().data_dir(&call.ctx.config.data_dir);
-                Some(screenshot_path(&data_dir, name, shot.kind)?)
-            }
-            None => None,
-        };
+        let save_path = save_path(call, &args, extension(shot.kind))?;
         let picture = call.tab().await?.capture(&shot).await?;
         if let Some(path) = &save_path {
             write_file(path, &picture.bytes)?;
         }
         let output = ScreenshotOutput {
             format: picture.kind.mime(),
-            width: picture.width,
-            height: picture.height,
+            width: Some(picture.width),
+            height: Some(picture.height),
+            pages: None,
             bytes: picture.bytes.len(),
             legend: picture.legend,
             saved: save_path,
@@ -109,6 +127,62 @@ impl Tool for Screenshot {
 
     fn summary(output: &ScreenshotOutput) -> String {
         format!("{} image", output.format)
+    }
+}
+
+/// The page as a PDF document: the whole page, so no element, boxes or image options.
+async fn print(call: &mut Call<'_>, args: &ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
+    let image_only = [
+        (args.annotate.is_some(), "annotate"),
+        (args.ref_id.is_some(), "ref"),
+        (args.quality.is_some(), "quality"),
+        (args.max_width.is_some(), "max_width"),
+        (args.full_page == Some(false), "full_page=false"),
+    ];
+    if let Some((_, field)) = image_only.iter().find(|(given, _)| *given) {
+        return Err(ToolError::invalid(format!(
+            "`{field}` is for images; format=pdf always prints the whole page"
+        )));
+    }
+    let save_path = save_path(call, args, "pdf")?;
+    let printing = Printing {
+        paper: args.paper.unwrap_or_default(),
+        landscape: args.landscape.unwrap_or(false),
+    };
+    let document = call.tab().await?.print_pdf(printing).await?;
+    if let Some(path) = &save_path {
+        write_file(path, &document)?;
+    }
+    let output = ScreenshotOutput {
+        format: PDF_MIME,
+        width: None,
+        height: None,
+        pages: crate::web::pdf::page_count(&document),
+        bytes: document.len(),
+        legend: None,
+        saved: save_path,
+    };
+    call.image(PDF_MIME, document);
+    Ok(output)
+}
+
+fn save_path(
+    call: &Call<'_>,
+    args: &ScreenshotArgs,
+    extension: &str,
+) -> ToolResult<Option<std::path::PathBuf>> {
+    let Some(name) = &args.save else {
+        return Ok(None);
+    };
+    let data_dir = call.tenant().data_dir(&call.ctx.config.data_dir);
+    screenshot_path(&data_dir, name, extension).map(Some)
+}
+
+fn extension(kind: ImageKind) -> &'static str {
+    match kind {
+        ImageKind::Png => "png",
+        ImageKind::Jpeg => "jpg",
+        ImageKind::Webp => "webp",
     }
 }
 
@@ -133,6 +207,9 @@ fn shot(args: &ScreenshotArgs) -> ToolResult<Shot> {
             None | Some(Format::Png) => ImageKind::Png,
             Some(Format::Jpeg) => ImageKind::Jpeg,
             Some(Format::Webp) => ImageKind::Webp,
+            Some(Format::Pdf) => {
+                return Err(ToolError::invalid("format=pdf is printed, not captured"));
+            }
         },
         quality: args.quality,
         max_width: args.max_width,
@@ -144,7 +221,7 @@ fn shot(args: &ScreenshotArgs) -> ToolResult<Shot> {
 fn screenshot_path(
     data_dir: &std::path::Path,
     name: &str,
-    kind: ImageKind,
+    extension: &str,
 ) -> ToolResult<std::path::PathBuf> {
     let valid = !name.is_empty()
         && name.len() <= 100
@@ -157,11 +234,6 @@ fn screenshot_path(
             "field `save`: {name:?} must be a plain file name (letters, digits, - _ .)"
         )));
     }
-    let extension = match kind {
-        ImageKind::Png => "png",
-        ImageKind::Jpeg => "jpg",
-        ImageKind::Webp => "webp",
-    };
     let file = if name.contains('.') {
         name.to_string()
     } else {
@@ -187,11 +259,11 @@ mod tests {
     fn save_names_cannot_escape_the_screenshot_dir() {
         let dir = std::path::Path::new("/data");
         assert_eq!(
-            screenshot_path(dir, "home", ImageKind::Png).unwrap(),
+            screenshot_path(dir, "home", "png").unwrap(),
             std::path::Path::new("/data/screenshots/home.png")
         );
         for bad in ["../x", "/etc/passwd", "a/b", ".hidden", ""] {
-            assert!(screenshot_path(dir, bad, ImageKind::Png).is_err(), "{bad}");
+            assert!(screenshot_path(dir, bad, "png").is_err(), "{bad}");
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The browserless side: fetching pages over guarded HTTP, extracting their content, searching
 //! the web, turning HTML into Markdown and picking the sections of a document that answer a
-//! query. No CDP here: when a page needs a browser, `shell` says so and the tool layer renders it.
+//! query, reading PDF documents. No CDP here: when a page needs a browser, `shell` says so and the tool layer renders it.
 
 pub mod charset;
 pub mod client;
 pub mod extract;
 pub mod markdown;
+pub mod pdf;
 pub mod search;
 pub mod sections;
 pub mod shell;

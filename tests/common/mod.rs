@@ -167,6 +167,7 @@ async fn serve_fixtures(listener: tokio::net::TcpListener, sites: Sites) {
         .route("/login", get(login_form).post(login))
         .route("/account", get(account))
         .route("/download/{name}", get(download))
+        .route("/members/{name}", get(members_document))
         .merge(web_fixtures::routes())
         .merge(page_fixtures::routes())
         .route("/{*path}", get(fixture_file))
@@ -221,16 +222,40 @@ async fn login(body: String) -> Response {
         .into_response()
 }
 
-async fn account(headers: axum::http::HeaderMap) -> Response {
+/// Whether the request carries a session cookie the login fixture handed out.
+fn logged_in(headers: &axum::http::HeaderMap) -> bool {
     let cookie = headers
         .get(header::COOKIE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let logged_in = cookie
+    cookie
         .split(';')
         .filter_map(|c| c.trim().strip_prefix("session="))
-        .any(|id| LOGINS.lock().unwrap().iter().any(|known| known == id));
-    let (status, body) = if logged_in {
+        .any(|id| LOGINS.lock().unwrap().iter().any(|known| known == id))
+}
+
+/// A stored document for logged-in visitors only; others get a 404, as sites hide what they
+/// protect.
+async fn members_document(headers: axum::http::HeaderMap, Path(name): Path<String>) -> Response {
+    let document = page_fixtures::stored(&name).filter(|_| logged_in(&headers));
+    match document {
+        Some(bytes) => (
+            [
+                (header::CONTENT_TYPE, "application/pdf".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"members-{name}\""),
+                ),
+            ],
+            bytes,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "<h1>Not found</h1>").into_response(),
+    }
+}
+
+async fn account(headers: axum::http::HeaderMap) -> Response {
+    let (status, body) = if logged_in(&headers) {
         (
             StatusCode::OK,
             "<!doctype html><title>Account</title><h1>Welcome, alice</h1>",
@@ -422,6 +447,7 @@ pub async fn fails(tool: &str, args: Value, code: &str) -> Value {
         (400..500).contains(&status)
             || code == "BROWSER_UNAVAILABLE"
             || code == "NAVIGATION_FAILED"
+            || code == "UPSTREAM"
             || code == "TIMEOUT",
         "{tool}: unexpected status {status}"
     );

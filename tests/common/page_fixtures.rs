@@ -1,18 +1,24 @@
 //! Fixture routes for pages built the way real sites are: a payment form posted from a frame
-//! of another site, a `fetch` whose response body keeps streaming, and a record of what the
-//! server received, so tests assert the server's side and not only the page's.
+//! of another site, a `fetch` whose response body keeps streaming, documents a test stores and
+//! the server serves (as any type), and a record of what the server received, so tests assert
+//! the server's side and not only the page's.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::{Path, Query};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 
 /// Requests the page routes below received: (path, body), in arrival order.
 static RECEIVED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Documents stored by tests (`POST /docs/{name}`), by name.
+static DOCUMENTS: Mutex<Option<HashMap<String, Vec<u8>>>> = Mutex::new(None);
 
 /// How long `/slow-post` takes before its response headers.
 pub const SLOW_POST_MS: u64 = 300;
@@ -22,6 +28,53 @@ pub fn routes() -> Router<super::Sites> {
         .route("/pay", post(pay))
         .route("/slow-post", post(slow_post))
         .route("/live-press", post(live_press))
+        .route("/docs/{name}", post(store_document).get(serve_document))
+        .route("/bytes/{count}", get(bytes))
+}
+
+/// A document stored by a test, if any.
+pub fn stored(name: &str) -> Option<Vec<u8>> {
+    DOCUMENTS.lock().unwrap().as_ref()?.get(name).cloned()
+}
+
+async fn store_document(Path(name): Path<String>, body: axum::body::Bytes) -> &'static str {
+    DOCUMENTS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .insert(name, body.to_vec());
+    "stored"
+}
+
+/// A stored document as `?type=` says (default `application/pdf`), 404 when there is none.
+async fn serve_document(
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(bytes) = stored(&name) else {
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    };
+    let mime = query
+        .get("type")
+        .cloned()
+        .unwrap_or_else(|| "application/pdf".into());
+    ([(header::CONTENT_TYPE, mime)], bytes).into_response()
+}
+
+/// `count` bytes of a repeating pattern, streamed in 64 KiB chunks.
+async fn bytes(Path(count): Path<usize>) -> Response {
+    const CHUNK: usize = 64 * 1024;
+    let chunks = futures::stream::iter((0..count).step_by(CHUNK).map(move |start| {
+        let chunk: Vec<u8> = (start..(start + CHUNK).min(count))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        Ok::<_, std::io::Error>(chunk)
+    }));
+    (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        Body::from_stream(chunks),
+    )
+        .into_response()
 }
 
 /// What the page routes received so far.
