@@ -224,3 +224,162 @@ async fn private_sessions_are_separate_and_unguessable() {
             .any(|s| s["session"] == a.as_str())
     );
 }
+
+/// What the page sees of its browser: agent, language, time zone, colour scheme, window,
+/// position.
+async fn browser_side(session: &str) -> serde_json::Value {
+    let script = "(async () => ({ agent: navigator.userAgent, language: navigator.language, \
+        zone: Intl.DateTimeFormat().resolvedOptions().timeZone, \
+        dark: matchMedia('(prefers-color-scheme: dark)').matches, width: innerWidth, \
+        position: await new Promise(done => navigator.geolocation.getCurrentPosition( \
+            p => done([p.coords.latitude, p.coords.longitude]), e => done(e.message), { timeout: 5000 })) }))()";
+    ok(
+        "browser_interact",
+        json!({ "session": session, "action": "evaluate", "script": script }),
+    )
+    .await["value"]
+        .clone()
+}
+
+/// The last `/whoami` request the fixture server saw from `agent`.
+fn seen_by_server(agent: &str) -> Vec<String> {
+    let seen = common::page_fixtures::received();
+    let (_, line) = seen
+        .iter()
+        .rev()
+        .find(|(path, line)| path == "/whoami" && line.starts_with(agent))
+        .unwrap_or_else(|| panic!("the server saw no request from {agent}: {seen:?}"));
+    line.split('|').map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn two_sessions_present_different_identities_side_by_side() {
+    let h = harness();
+    // One through the REST API…
+    let response = common::client()
+        .post(format!("{}/api/sessions", h.api))
+        .json(&json!({
+            "name": "alice's errands",
+            "user_agent": "WebpilotTest/1.0 (alice)",
+            "locale": "de-DE",
+            "timezone": "Asia/Tokyo",
+            "geolocation": { "latitude": 48.8566, "longitude": 2.3522 },
+            "viewport": { "width": 800, "height": 600 },
+            "extra_headers": { "X-Acting-For": "alice" },
+            "color_scheme": "dark"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let alice = response.json::<serde_json::Value>().await.unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // …one through the tool, on its first call.
+    let bob = "identity-bob";
+    let opened = ok(
+        "browser_tabs",
+        json!({ "session": bob, "action": "new", "session_options": {
+            "user_agent": "WebpilotTest/1.0 (bob)", "locale": "fr-FR",
+            "timezone": "America/New_York", "extra_headers": { "X-Acting-For": "bob" } } }),
+    )
+    .await;
+    assert_eq!(opened["identity"]["locale"], "fr-FR", "{opened:#}");
+
+    let (a, b) = tokio::join!(open(&alice, "whoami"), open(bob, "whoami"));
+    assert_eq!(a["title"], "Who am I");
+    assert_eq!(b["title"], "Who am I");
+    let (a, b) = tokio::join!(browser_side(&alice), browser_side(bob));
+    assert_eq!(a["agent"], "WebpilotTest/1.0 (alice)", "{a:#}");
+    assert_eq!(a["language"], "de-DE");
+    assert_eq!(a["zone"], "Asia/Tokyo");
+    assert_eq!(a["dark"], true);
+    assert_eq!(a["width"], 800);
+    assert_eq!(a["position"], json!([48.8566, 2.3522]), "{a:#}");
+    assert_eq!(b["agent"], "WebpilotTest/1.0 (bob)", "{b:#}");
+    assert_eq!(b["language"], "fr-FR");
+    assert_eq!(b["zone"], "America/New_York");
+    assert_eq!(b["dark"], false);
+    assert_eq!(b["width"], 1280);
+
+    // What the server saw, not only what the pages say.
+    let alice_seen = seen_by_server("WebpilotTest/1.0 (alice)");
+    assert!(alice_seen[1].starts_with("de-DE"), "{alice_seen:?}");
+    assert_eq!(alice_seen[2], "alice");
+    let bob_seen = seen_by_server("WebpilotTest/1.0 (bob)");
+    assert!(bob_seen[1].starts_with("fr-FR"), "{bob_seen:?}");
+    assert_eq!(bob_seen[2], "bob");
+
+    // The identity is listed with the session and kept for new tabs.
+    let listed = ok("browser_tabs", json!({ "session": alice })).await;
+    assert_eq!(listed["identity"]["timezone"], "Asia/Tokyo", "{listed:#}");
+    ok(
+        "browser_tabs",
+        json!({ "session": alice, "action": "new", "url": h.page("whoami") }),
+    )
+    .await;
+    assert_eq!(browser_side(&alice).await["zone"], "Asia/Tokyo");
+    let sessions = common::get_json(&format!("{}/api/sessions", h.api)).await;
+    let entry = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == alice.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(entry["identity"]["user_agent"], "WebpilotTest/1.0 (alice)");
+
+    // An identity is set when a session is made, never swapped under its pages.
+    let error = fails(
+        "browser_tabs",
+        json!({ "session": bob, "action": "new", "session_options": { "locale": "en-GB" } }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another identity"),
+        "{error:#}"
+    );
+}
+
+#[tokio::test]
+async fn bad_identities_are_refused_with_the_field_named() {
+    for (options, field) in [
+        (json!({ "timezone": "Mars/Olympus_Mons" }), "timezone"),
+        (
+            json!({ "geolocation": { "latitude": 123.0, "longitude": 0.0 } }),
+            "geolocation",
+        ),
+        (
+            json!({ "viewport": { "width": 5, "height": 600 } }),
+            "viewport",
+        ),
+        (
+            json!({ "extra_headers": { "Bad Header": "x" } }),
+            "extra_headers",
+        ),
+        (json!({ "shoe_size": 42 }), "session_options"),
+    ] {
+        let session = format!("identity-bad-{field}");
+        let error = fails(
+            "browser_tabs",
+            json!({ "session": session, "action": "new", "session_options": options }),
+            "INVALID_ARGUMENT",
+        )
+        .await;
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(field),
+            "{field}: {error:#}"
+        );
+    }
+    fails(
+        "browser_tabs",
+        json!({ "session": "identity-list", "session_options": { "locale": "de-DE" } }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}

@@ -13,6 +13,7 @@ mod content;
 mod download;
 mod frames;
 mod guard;
+mod identity;
 mod input;
 mod link;
 pub mod live;
@@ -31,6 +32,7 @@ pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use download::Downloaded;
+pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};
 pub use navigation::{Arrival, Destination};
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
@@ -38,7 +40,8 @@ pub use pool::{
 };
 pub use print::{Paper, Printing};
 pub use session::{
-    BrowserService, SessionGuard, SessionSummary, SweepStats, TabInfo, unguessable_name,
+    BrowserService, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
+    unguessable_name,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

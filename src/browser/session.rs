@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::admission::{Admission, AdmissionStats, Ticket};
 use super::guard::DocumentGuard;
+use super::identity::Identity;
 use super::live::{Control, LiveHub, LiveStats, LiveTab, LiveTabs};
 use super::memory::MemoryGauge;
 use super::pool::{BrowserHandle, BrowserPool};
@@ -85,6 +86,8 @@ pub struct Session {
     context: ContextMirror,
     /// What its live view shows and who controls it.
     live: Arc<LiveHub>,
+    /// How it presents itself to sites; fixed when it is created.
+    identity: Identity,
 }
 
 /// A session's browser context, published outside its command lock.
@@ -135,6 +138,19 @@ pub struct SessionSummary {
     pub idle_secs: u64,
     /// A call is running in it now.
     pub busy: bool,
+    /// How it presents itself, when it was created with an identity.
+    #[serde(skip_serializing_if = "Identity::is_default")]
+    pub identity: Identity,
+}
+
+/// What a session may be created with besides its name.
+#[derive(Debug, Clone, Default)]
+pub struct SessionExtras {
+    /// What its creator calls it (not its name).
+    pub label: Option<String>,
+    /// Its own idle limit.
+    pub idle: Option<Duration>,
+    pub identity: Identity,
 }
 
 /// `prefix` and 128 random bits in lower-case base32: a name nobody can guess.
@@ -282,6 +298,10 @@ impl BrowserService {
             state.lane = lane;
             state.browser = Some(browser.clone());
             self.set_downloads(&browser, &context, &session).await?;
+            session
+                .identity
+                .apply_to_context(&browser, &context)
+                .await?;
         }
         let mut guard = self.guard(session, state, browser, deadline);
         guard.queued = ticket.as_ref().map_or(Duration::ZERO, |t| t.queued);
@@ -407,6 +427,45 @@ impl BrowserService {
         Ok(session)
     }
 
+    /// Creates session `name` of `tenant` with `identity`, or confirms that the live one has
+    /// it: an identity is given when a session is created, never changed under its pages.
+    pub async fn create_with_identity(
+        &self,
+        tenant: &Arc<Tenant>,
+        name: &str,
+        identity: Identity,
+    ) -> ToolResult<()> {
+        identity.check()?;
+        let key = (tenant.name().to_string(), name.to_string());
+        let memory = self.memory_room().await;
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(&key) {
+            if session.identity == identity {
+                return Ok(());
+            }
+            return Err(ToolError::invalid(format!(
+                "field `session_options`: session {name:?} already exists with another identity"
+            ))
+            .with_hint(
+                "pass session_options on a session's first call, or use a new session name",
+            ));
+        }
+        self.room_for_one(&sessions, tenant)?;
+        memory?;
+        let session = Session::with(
+            tenant.clone(),
+            name.to_string(),
+            false,
+            self.hub(),
+            SessionExtras {
+                identity,
+                ..SessionExtras::default()
+            },
+        );
+        sessions.insert(key, session);
+        Ok(())
+    }
+
     fn lookup(&self, key: &SessionKey) -> Option<Arc<Session>> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.get(key).cloned()
@@ -445,15 +504,15 @@ impl BrowserService {
     pub async fn create_private(
         &self,
         tenant: &Arc<Tenant>,
-        label: Option<String>,
-        idle: Option<Duration>,
+        extras: SessionExtras,
     ) -> ToolResult<String> {
+        extras.identity.check()?;
         let name = unguessable_name("s-");
         let memory = self.memory_room().await;
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         self.room_for_one(&sessions, tenant)?;
         memory?;
-        let session = Session::with(tenant.clone(), name.clone(), false, self.hub(), label, idle);
+        let session = Session::with(tenant.clone(), name.clone(), false, self.hub(), extras);
         sessions.insert((tenant.name().to_string(), name.clone()), session);
         Ok(name)
     }
@@ -470,6 +529,7 @@ impl BrowserService {
                 tabs: s.tab_count.load(Ordering::Relaxed),
                 idle_secs: s.idle_for().as_secs(),
                 busy: s.state.try_lock().is_err(),
+                identity: s.identity.clone(),
             })
             .collect();
         summaries.sort_by(|a, b| a.session.cmp(&b.session));
@@ -844,7 +904,7 @@ impl Session {
     }
 
     fn new(tenant: Arc<Tenant>, name: String, scratch: bool, live: Arc<LiveHub>) -> Arc<Self> {
-        Self::with(tenant, name, scratch, live, None, None)
+        Self::with(tenant, name, scratch, live, SessionExtras::default())
     }
 
     fn with(
@@ -852,14 +912,14 @@ impl Session {
         name: String,
         scratch: bool,
         live: Arc<LiveHub>,
-        label: Option<String>,
-        idle_limit: Option<Duration>,
+        extras: SessionExtras,
     ) -> Arc<Self> {
         let context = ContextMirror::default();
         Arc::new(Self {
             serial: SESSION_SERIAL.fetch_add(1, Ordering::Relaxed),
-            label,
-            idle_limit,
+            label: extras.label,
+            idle_limit: extras.idle,
+            identity: extras.identity,
             tab_count: Default::default(),
             name,
             tenant,
@@ -976,6 +1036,11 @@ impl Drop for SessionGuard {
 }
 
 impl SessionGuard {
+    /// How the session presents itself to sites.
+    pub fn identity(&self) -> &Identity {
+        &self.session.identity
+    }
+
     /// Where the session's downloads go: `downloads/<session>/` in its tenant's data dir.
     pub fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
         self.session.downloads_dir(data_dir)
@@ -1102,6 +1167,7 @@ impl SessionGuard {
             .await?;
         let guard = self.document_guard();
         let tab = Tab::attach(id, page, self.browser.clone(), guard).await?;
+        tab.present_as(&self.session.identity).await?;
         for script in &self.state.init_scripts {
             tab.install_script(script).await?;
         }
@@ -1294,7 +1360,12 @@ impl SessionGuard {
             };
             // A page can close while it is being adopted; that is no error of this call.
             let guard = self.document_guard();
-            match Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await {
+            let attached =
+                match Tab::attach(self.next_tab_id(), page, self.browser.clone(), guard).await {
+                    Ok(tab) => tab.present_as(&self.session.identity).await.map(|()| tab),
+                    Err(error) => Err(error),
+                };
+            match attached {
                 Ok(tab) => {
                     adopted.push(tab.id.clone());
                     self.state.tabs.push(tab);

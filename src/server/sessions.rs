@@ -18,7 +18,7 @@ use serde_json::json;
 use super::auth::CallerTenant;
 use super::rest::{error_response, json_or_error, parse_body_as};
 use crate::app::App;
-use crate::browser::SessionSummary;
+use crate::browser::{Identity, SessionExtras, SessionSummary};
 use crate::error::{ErrorBody, ErrorCode, ToolError};
 
 /// Shortest and longest idle limit a private session may ask for, in seconds.
@@ -31,19 +31,21 @@ pub(super) fn routes(app: App) -> Router {
         .with_state(app)
 }
 
-/// What a new private session may be given.
+/// What a new private session may be given: a label, an idle limit, and how it presents
+/// itself to sites.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 struct NewSession {
     /// A label of the caller's, listed with the session (not its name).
     name: Option<String>,
     /// Close it after this many seconds without calls (10–86400; default the service's).
     idle_secs: Option<u64>,
+    #[serde(flatten)]
+    identity: Identity,
 }
 
 /// Creates a private session; pass its name as `session` (or `X-Webpilot-Session`).
 #[utoipa::path(post, path = "/api/sessions", tag = "sessions",
-    request_body(content = Option<NewSession>, description = "Optional label and idle limit; no body is fine."),
+    request_body(content = Option<NewSession>, description = "Optional label, idle limit and identity (user_agent, locale, timezone, geolocation, viewport, extra_headers, color_scheme); no body is fine."),
     responses(
         (status = 200, description = "`{\"session\": \"s-…\"}`", body = Object),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
@@ -57,9 +59,12 @@ async fn create(
     let options = parse_body_as::<NewSession>(body, "session options");
     let created = async {
         let options = options?;
-        let idle = options.idle_secs.map(checked_idle).transpose()?;
-        let label = options.name.map(checked_label).transpose()?;
-        app.browser.create_private(&tenant, label, idle).await
+        let extras = SessionExtras {
+            idle: options.idle_secs.map(checked_idle).transpose()?,
+            label: options.name.map(checked_label).transpose()?,
+            identity: options.identity,
+        };
+        app.browser.create_private(&tenant, extras).await
     }
     .await;
     json_or_error(created.map(|session| json!({ "session": session })))

@@ -44,7 +44,7 @@ shared_fields!(CrawlBatchArgs {});
 pub struct CrawlStatusArgs {
     /// The task_id crawl_batch returned.
     pub task_id: String,
-    /// next_cursor of the previous call.
+    /// From next_cursor.
     pub cursor: Option<String>,
 }
 

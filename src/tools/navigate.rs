@@ -24,15 +24,15 @@ pub struct NavigateArgs {
     pub target: Option<String>,
     /// Default url.
     pub mode: Option<Mode>,
-    /// mode=search engine (default duckduckgo).
+    /// mode=search (default duckduckgo).
     pub engine: Option<Engine>,
     /// Open in a new tab.
     pub new_tab: Option<bool>,
     /// Text or CSS selector to wait for.
     pub wait_for: Option<String>,
-    /// Time limit in ms (default 15000).
+    /// ms (default 15000).
     pub timeout_ms: Option<TimeoutMs>,
-    /// Budget of the element list (default 600, 0: none).
+    /// Element list budget (default 600, 0: none).
     pub max_tokens: Option<usize>,
     /// Default "default".
     pub session: Option<SessionName>,

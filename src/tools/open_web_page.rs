@@ -20,7 +20,7 @@ next_cursor back as cursor.";
 pub struct OpenWebPageArgs {
     /// http(s) URL to read.
     pub url: String,
-    /// Default main (article + metadata).
+    /// Default main.
     pub extract: Option<ExtractKind>,
     /// Default markdown.
     pub format: Option<TextFormat>,
@@ -29,7 +29,7 @@ pub struct OpenWebPageArgs {
     /// Token budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
-    /// next_cursor of the previous call.
+    /// From next_cursor.
     pub cursor: Option<String>,
 }
 

@@ -31,12 +31,12 @@ pub struct ReadArgs {
     /// Only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// markdown: whole page, not main content.
+    /// markdown: whole page.
     pub full: Option<bool>,
     /// Token budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
-    /// next_cursor of the previous read.
+    /// From next_cursor.
     pub cursor: Option<String>,
     // Default: the active tab (a plain comment keeps the published tool list short).
     pub tab: Option<String>,

@@ -5,6 +5,10 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
+/// Marks a field (`#[schemars(extend("x-compact" = true))]`) whose object schema the tool list
+/// shows as a described object only; the complete schema keeps its fields.
+const COMPACT: &str = "x-compact";
+
 /// The `parameters` object of an OpenAI function definition for `A`.
 pub(super) fn parameters<A: JsonSchema>() -> Value {
     let mut schema = full::<A>();
@@ -79,6 +83,14 @@ fn trim(value: &mut Value) {
             }
             if map.get("default").is_some_and(Value::is_null) {
                 map.remove("default");
+            }
+            // An object whose description names its fields is listed without them: rarely
+            // used, large options (a session's identity) cost the tool list little this way.
+            if map.remove(COMPACT).is_some() {
+                for key in ["properties", "required", "anyOf", "oneOf"] {
+                    map.remove(key);
+                }
+                map.insert("type".into(), Value::from("object"));
             }
             for (key, child) in map.iter_mut() {
                 match (key.as_str(), child) {

@@ -7,12 +7,14 @@ use serde::{Deserialize, Serialize};
 
 use super::navigate::checked_url;
 use super::{Call, LiveLink, Scope, SessionName, Tool};
-use crate::browser::{Arrival, Destination, TabInfo};
+use crate::browser::{Arrival, Destination, Identity, TabInfo};
 use crate::error::{ToolError, ToolResult};
 
 const GUIDE: &str = "browser_tabs lists, opens (action=new, optional url), switches to and \
 closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new tabs. live returns \
-a link (live_url, expires_at) to watch and take over the session in a browser, no token needed.";
+a link (live_url, expires_at) to watch and take over the session in a browser, no token needed. \
+session_options on a session's first call (action=new) set how it presents itself: user agent, \
+locale, time zone, position, window size, extra headers, colour scheme.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +25,9 @@ pub struct TabsArgs {
     pub tab: Option<String>,
     /// new: URL to open.
     pub url: Option<String>,
+    /// new, first call: user_agent, locale, timezone, geolocation {latitude, longitude}, viewport {width, height}, extra_headers, color_scheme.
+    #[schemars(extend("x-compact" = true))]
+    pub session_options: Option<Identity>,
     /// Default "default".
     pub session: Option<SessionName>,
 }
@@ -52,6 +57,9 @@ pub struct TabsOutput {
     /// The active tab's id.
     active: Option<String>,
     tabs: Vec<TabInfo>,
+    /// How the session presents itself, when it was created with an identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<Identity>,
 }
 
 pub struct Tabs;
@@ -68,10 +76,22 @@ impl Tool for Tabs {
         "List, open, switch or close tabs by id; live: a link for a person to watch and take over.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
+        let action = args.action.unwrap_or_default();
+        if let Some(identity) = args.session_options.clone() {
+            if !matches!(action, Action::New) {
+                return Err(ToolError::invalid(
+                    "field `session_options` goes with action=new",
+                ));
+            }
+            let (browser, tenant) = (call.ctx.browser.clone(), call.tenant().clone());
+            let name = call.session_name().to_string();
+            browser
+                .create_with_identity(&tenant, &name, identity)
+                .await?;
+        }
         call.session().await?;
         let deadline = call.time_left();
         let session = call.session().await?;
-        let action = args.action.unwrap_or_default();
         if matches!(action, Action::Switch | Action::Close) {
             // The tab named may be a popup opened since the last call.
             session.sync_tabs().await?;
@@ -122,11 +142,13 @@ impl Tool for Tabs {
             }
         }
         let session = call.session().await?;
+        let identity = Some(session.identity().clone()).filter(|i| !i.is_default());
         Ok(TabsOutput {
             arrival,
             link,
             active: session.active_id().map(str::to_string),
             tabs: session.list_tabs().await?,
+            identity,
         })
     }
 }

@@ -32,7 +32,7 @@ pub struct WebSearchArgs {
     pub time_range: Option<TimeRange>,
     /// e.g. en, de-de.
     pub language: Option<String>,
-    /// Tavily: basic (default) | advanced.
+    /// Tavily: basic|advanced.
     pub search_depth: Option<String>,
     /// Only these domains.
     pub include_domains: Option<Vec<String>>,

@@ -30,6 +30,29 @@ pub fn routes() -> Router<super::Sites> {
         .route("/live-press", post(live_press))
         .route("/docs/{name}", post(store_document).get(serve_document))
         .route("/bytes/{count}", get(bytes))
+        .route("/whoami", get(whoami))
+}
+
+/// Records who the request says it is from (user agent, languages, `X-Acting-For`), and shows
+/// a page to read the browser's side from.
+async fn whoami(headers: axum::http::HeaderMap) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let seen = format!(
+        "{}|{}|{}",
+        header("user-agent"),
+        header("accept-language"),
+        header("x-acting-for")
+    );
+    record("/whoami", &seen);
+    let page = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Who am I</title></head>\
+         <body><h1>Who am I</h1></body></html>";
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
 }
 
 /// A document stored by a test, if any.
