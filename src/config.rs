@@ -93,6 +93,11 @@ pub struct Config {
     pub files: FilesConfig,
     /// Downloads by URL (`browser_interact action=download`).
     pub downloads: DownloadsConfig,
+    /// An upstream proxy for the browser and the HTTP client alike (`http://user:pass@host:port`
+    /// or `socks5://…`); the URL policy still judges every target.
+    pub proxy: Option<String>,
+    /// Hosts that go direct, not through `proxy` (`example.com`, `*.example.com`).
+    pub proxy_bypass: Vec<String>,
     /// Host names `/mcp` answers besides loopback ones (the names clients use to reach a
     /// non-loopback bind).
     pub mcp_allowed_hosts: Vec<String>,
@@ -384,6 +389,8 @@ impl Default for Config {
             crawl: CrawlConfig::default(),
             files: FilesConfig::default(),
             downloads: DownloadsConfig::default(),
+            proxy: None,
+            proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),
             mcp_allowed_origins: Vec::new(),
         }
@@ -464,6 +471,17 @@ pub struct ConfigArgs {
     /// Default viewport as WIDTHxHEIGHT (default 1280x720).
     #[arg(long, env = "WEBPILOT_VIEWPORT", global = true, value_parser = parse_viewport)]
     pub viewport: Option<(u32, u32)>,
+    /// Upstream proxy for the browser and HTTP fetches (http://user:pass@host:port, socks5://…).
+    #[arg(long, env = "WEBPILOT_PROXY", global = true, hide_env_values = true)]
+    pub proxy: Option<String>,
+    /// Hosts that go direct, not through --proxy (comma list; *.domain for subdomains).
+    #[arg(
+        long,
+        env = "WEBPILOT_PROXY_BYPASS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub proxy_bypass: Option<Vec<String>>,
     /// Private/loopback targets open_web_page may fetch (IPs, CIDRs, host names; comma list).
     #[arg(
         long,
@@ -657,6 +675,10 @@ impl Config {
             self.remote_egress = args.remote_egress;
         }
         set(&mut self.fetch.allow, &args.fetch_allow);
+        if args.proxy.is_some() {
+            self.proxy = args.proxy.clone();
+        }
+        set(&mut self.proxy_bypass, &args.proxy_bypass);
         set(&mut self.fetch.allow_domains, &args.fetch_allow_domains);
         set(&mut self.fetch.deny_domains, &args.fetch_deny_domains);
         set(&mut self.mcp_allowed_hosts, &args.mcp_allowed_hosts);
@@ -683,6 +705,15 @@ impl Config {
     }
 
     /// Refuses configurations that would be unsafe or cannot work.
+    /// The upstream proxy, if one is configured.
+    pub fn upstream(&self) -> Result<Option<crate::egress::Upstream>, String> {
+        self.proxy
+            .as_deref()
+            .filter(|proxy| !proxy.trim().is_empty())
+            .map(|proxy| crate::egress::Upstream::parse(proxy, &self.proxy_bypass))
+            .transpose()
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(token) = &self.token
             && (token.trim().is_empty() || token.chars().count() < MIN_TOKEN_CHARS)
@@ -722,6 +753,8 @@ impl Config {
         {
             anyhow::bail!("live_secret must be at least {MIN_TOKEN_CHARS} characters");
         }
+        self.upstream()
+            .map_err(|e| anyhow::anyhow!("--proxy: {e}"))?;
         if self.live_link_secs == 0 {
             anyhow::bail!("live_link_secs must be at least 1");
         }

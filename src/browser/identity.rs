@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::pool::BrowserHandle;
 use super::tab::Tab;
+use crate::egress::Upstream;
 use crate::error::{ToolError, ToolResult};
 
 /// A session's identity; every part is optional and defaults to the browser's own.
@@ -49,6 +50,24 @@ pub struct Identity {
     /// `prefers-color-scheme`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color_scheme: Option<ColorScheme>,
+    /// The session's own upstream proxy (`http://user:pass@host:port`, `socks5://…`), instead
+    /// of the service's; listed without its credentials.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "without_credentials"
+    )]
+    pub proxy: Option<String>,
+}
+
+fn without_credentials<S: serde::Serializer>(
+    proxy: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let shown = proxy
+        .as_deref()
+        .map(|p| Upstream::parse(p, &[]).map_or_else(|_| "(invalid)".to_string(), |u| u.address()));
+    shown.serialize(serializer)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize, JsonSchema, utoipa::ToSchema)]
@@ -113,6 +132,7 @@ impl Identity {
                 "field `viewport` needs width and height between 100 and 8192",
             ));
         }
+        self.upstream()?;
         for (name, value) in self.extra_headers.iter().flatten() {
             let valid = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
                 && reqwest::header::HeaderValue::from_str(value).is_ok();
@@ -123,6 +143,15 @@ impl Identity {
             }
         }
         Ok(())
+    }
+
+    /// The session's own proxy, if it has one.
+    pub fn upstream(&self) -> ToolResult<Option<Upstream>> {
+        self.proxy
+            .as_deref()
+            .map(|proxy| Upstream::parse(proxy, &[]))
+            .transpose()
+            .map_err(|e| ToolError::invalid(format!("field `proxy`: {e}")))
     }
 
     /// What the whole context needs: the geolocation permission, when a position is set.

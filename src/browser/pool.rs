@@ -113,7 +113,9 @@ impl Drop for BrowserHandle {
 
 impl BrowserPool {
     pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Self {
-        let egress = Egress::new(policy);
+        // An invalid proxy is refused when the configuration is validated.
+        let upstream = config.upstream().ok().flatten();
+        let egress = Egress::through(policy, upstream);
         Self {
             config,
             current: Mutex::new(None),

@@ -286,7 +286,7 @@ impl BrowserService {
                     .admit(deadline, "creating the session's browser context")
                     .await?,
             );
-            let (params, lane) = context_params(&browser, &session.tenant).await?;
+            let (params, lane) = context_params(&browser, &session).await?;
             let context = browser
                 .cdp(
                     "creating a browser context",
@@ -871,20 +871,22 @@ fn folder_name(session: &str) -> String {
 /// A new context's parameters: its own lane of the egress proxy when the browser can reach it.
 async fn context_params(
     browser: &BrowserHandle,
-    tenant: &Tenant,
+    session: &Session,
 ) -> ToolResult<(CreateBrowserContextParams, Option<Arc<Lane>>)> {
     let Some(egress) = &browser.egress else {
         return Ok((CreateBrowserContextParams::default(), None));
     };
-    let lane = egress
-        .open_lane_under(tenant.policy().clone())
-        .await
-        .map_err(|e| {
-            ToolError::new(
-                ErrorCode::BrowserUnavailable,
-                format!("cannot open a lane of the egress proxy: {e}"),
-            )
-        })?;
+    let policy = session.tenant.policy().clone();
+    let opening = match session.identity.upstream()? {
+        Some(own) => egress.open_lane_through(policy, Some(Arc::new(own))).await,
+        None => egress.open_lane_under(policy).await,
+    };
+    let lane = opening.map_err(|e| {
+        ToolError::new(
+            ErrorCode::BrowserUnavailable,
+            format!("cannot open a lane of the egress proxy: {e}"),
+        )
+    })?;
     let params = CreateBrowserContextParams::builder()
         .proxy_server(lane.proxy_server())
         .proxy_bypass_list(NO_BYPASS)

@@ -13,6 +13,7 @@
 
 mod resolve;
 mod socks;
+mod upstream;
 
 use std::collections::HashMap;
 use std::io;
@@ -29,6 +30,7 @@ use tokio::task::JoinHandle;
 
 pub use resolve::{Resolver, Unreachable};
 use socks::{Destination, Reply};
+pub use upstream::Upstream;
 
 use crate::error::ToolError;
 use crate::policy::UrlPolicy;
@@ -51,9 +53,11 @@ const HALF_CLOSED_GRACE: Duration = Duration::from_secs(30);
 /// Chromium's proxy bypass rule that takes loopback out of its implicit bypass list.
 pub const NO_BYPASS: &str = "<-loopback>";
 
-/// The proxy's shared part: policy, resolver, counters.
+/// The proxy's shared part: policy, resolver, the upstream proxy, counters.
 pub struct Egress {
     resolver: Resolver,
+    /// The proxy connections go through unless a lane has its own (`--proxy`).
+    upstream: Option<Arc<Upstream>>,
     refused_total: AtomicU64,
 }
 
@@ -110,8 +114,14 @@ impl Failure {
 
 impl Egress {
     pub fn new(policy: UrlPolicy) -> Arc<Self> {
+        Self::through(policy, None)
+    }
+
+    /// An egress whose connections go through `upstream` (hosts on its bypass list go direct).
+    pub fn through(policy: UrlPolicy, upstream: Option<Upstream>) -> Arc<Self> {
         Arc::new(Self {
             resolver: Resolver::new(policy),
+            upstream: upstream.map(Arc::new),
             refused_total: AtomicU64::new(0),
         })
     }
@@ -134,11 +144,21 @@ impl Egress {
     /// A new lane whose connections `policy` judges (a tenant's): its own listener on
     /// 127.0.0.1, served until the lane drops.
     pub async fn open_lane_under(self: &Arc<Self>, policy: Arc<UrlPolicy>) -> io::Result<Lane> {
+        self.open_lane_through(policy, self.upstream.clone()).await
+    }
+
+    /// `open_lane_under`, through `upstream` instead of the service's proxy (a session's own).
+    pub async fn open_lane_through(
+        self: &Arc<Self>,
+        policy: Arc<UrlPolicy>,
+        upstream: Option<Arc<Upstream>>,
+    ) -> io::Result<Lane> {
         let listener = TcpListener::bind((IpAddr::from([127, 0, 0, 1]), 0)).await?;
         let address = listener.local_addr()?;
         let state = Arc::new(LaneState {
             egress: self.clone(),
             policy,
+            upstream,
             log: Mutex::new(LaneLog::default()),
         });
         let task = tokio::spawn(serve(listener, state.clone()));
@@ -149,20 +169,28 @@ impl Egress {
         })
     }
 
-    /// Connects to an address of `destination` that `policy` allows.
+    /// Connects to an address of `destination` that `policy` allows, through `upstream` unless
+    /// it bypasses the destination.
     async fn connect(
         &self,
         policy: &UrlPolicy,
         destination: &Destination,
+        upstream: Option<&Upstream>,
     ) -> Result<TcpStream, Failure> {
-        let ips = self
-            .resolver
-            .checked_under(policy, &destination.host)
-            .await
-            .map_err(|unreachable| match unreachable {
-                Unreachable::Refused(error) => Failure::Refused(error),
-                Unreachable::Unresolved => Failure::Unresolved,
-            })?;
+        let checked = self.resolver.checked_under(policy, &destination.host).await;
+        if let Some(proxy) = upstream.filter(|proxy| !proxy.bypasses(&destination.host)) {
+            return match checked {
+                // A name this machine cannot resolve is the proxy's to resolve.
+                Ok(_) | Err(Unreachable::Unresolved) => {
+                    proxy.connect(&destination.host, destination.port).await
+                }
+                Err(Unreachable::Refused(error)) => Err(Failure::Refused(error)),
+            };
+        }
+        let ips = checked.map_err(|unreachable| match unreachable {
+            Unreachable::Refused(error) => Failure::Refused(error),
+            Unreachable::Unresolved => Failure::Unresolved,
+        })?;
         let mut last = Failure::Unresolved;
         for ip in ips {
             let address = SocketAddr::new(ip, destination.port);
@@ -193,6 +221,8 @@ struct LaneState {
     egress: Arc<Egress>,
     /// What the lane's connections may reach.
     policy: Arc<UrlPolicy>,
+    /// The proxy its connections go through, if any.
+    upstream: Option<Arc<Upstream>>,
     log: Mutex<LaneLog>,
 }
 
@@ -330,7 +360,11 @@ async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
             return;
         }
     };
-    match lane.egress.connect(&lane.policy, &destination).await {
+    match lane
+        .egress
+        .connect(&lane.policy, &destination, lane.upstream.as_deref())
+        .await
+    {
         Ok(upstream) => {
             // An older failure to reach it no longer explains anything.
             lock(&lane.log)

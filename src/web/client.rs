@@ -2,6 +2,10 @@
 //! only, addresses checked by `UrlPolicy` at connect time and on every redirect hop, a redirect
 //! limit, connect/read/total timeouts, a body cap that stops reading, and gzip/br/deflate.
 //!
+//! With an upstream proxy (`--proxy`), requests go through it except to bypassed hosts; the
+//! target is checked before each hop as the egress does (a name this machine cannot resolve is
+//! the proxy's to resolve), and the proxy's own address is allowed.
+//!
 //! A second, unguarded client talks to the search backends the operator configured (a SearXNG
 //! on localhost is legitimate there).
 
@@ -16,6 +20,7 @@ use url::Url;
 
 use super::charset;
 use crate::config::{FetchConfig, SearchConfig};
+use crate::egress::Upstream;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
 
@@ -52,6 +57,8 @@ pub struct WebClient {
     guarded: reqwest::Client,
     trusted: reqwest::Client,
     config: FetchConfig,
+    /// The proxy guarded requests go through, if any.
+    upstream: Option<Upstream>,
 }
 
 impl WebClient {
@@ -59,13 +66,21 @@ impl WebClient {
         fetch: &FetchConfig,
         search: &SearchConfig,
         policy: Arc<UrlPolicy>,
+        upstream: Option<Upstream>,
     ) -> anyhow::Result<Self> {
-        let guarded = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver { policy }))
+        let builder = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy,
+                proxy_host: upstream.as_ref().map(Upstream::host),
+            }))
             // Redirects are followed by hand so every hop is checked and reported.
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would resolve names itself, out of the policy's sight.
-            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none());
+        let builder = match &upstream {
+            Some(proxy) => builder.proxy(reqwest_proxy(proxy)?),
+            // No proxy from the environment: it would resolve names out of the policy's sight.
+            None => builder.no_proxy(),
+        };
+        let guarded = builder
             .connect_timeout(Duration::from_millis(fetch.connect_timeout_ms))
             .read_timeout(Duration::from_millis(fetch.read_timeout_ms))
             .user_agent(&fetch.user_agent)
@@ -85,7 +100,34 @@ impl WebClient {
             guarded,
             trusted,
             config: fetch.clone(),
+            upstream,
         })
+    }
+
+    /// Before a request that goes through the proxy: the target's host as the egress checks it.
+    async fn check_proxied(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<()> {
+        let Some(proxy) = &self.upstream else {
+            return Ok(());
+        };
+        let host = url.host_str().unwrap_or_default();
+        if proxy.bypasses(host) {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(80);
+        match url.host() {
+            Some(url::Host::Ipv4(ip)) => policy.check_addr(url.as_str(), None, IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => policy.check_addr(url.as_str(), None, IpAddr::V6(ip)),
+            Some(url::Host::Domain(name)) => {
+                // Unresolvable here: the proxy's to resolve.
+                if let Ok(addresses) = tokio::net::lookup_host((name, port)).await {
+                    for address in addresses {
+                        policy.check_addr(url.as_str(), Some(name), address.ip())?;
+                    }
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
     /// The client for operator-configured endpoints (search backends).
@@ -124,6 +166,7 @@ impl WebClient {
         let mut hops: Vec<String> = Vec::new();
         loop {
             policy.check_url(&current)?;
+            self.check_proxied(&current, policy).await?;
             let request = self.guarded.get(current.clone()).send();
             let response = tokio::time::timeout_at(deadline, request)
                 .await
@@ -254,6 +297,20 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
+/// The upstream proxy as reqwest takes it: credentials apart, the bypass list as `NO_PROXY`.
+fn reqwest_proxy(upstream: &Upstream) -> anyhow::Result<reqwest::Proxy> {
+    let mut proxy = reqwest::Proxy::all(upstream.address())?;
+    if let Some((user, password)) = upstream.credentials() {
+        proxy = proxy.basic_auth(user, password);
+    }
+    let bypass: Vec<&str> = upstream
+        .bypass_list()
+        .iter()
+        .map(|host| host.strip_prefix('*').unwrap_or(host))
+        .collect();
+    Ok(proxy.no_proxy(reqwest::NoProxy::from_string(&bypass.join(","))))
+}
+
 /// Raised by the resolver when a name resolves only to addresses the policy refuses.
 #[derive(Debug)]
 struct BlockedAddress {
@@ -287,15 +344,24 @@ impl BlockedAddress {
 /// addresses the connection uses (no window for DNS rebinding).
 struct GuardedResolver {
     policy: Arc<UrlPolicy>,
+    /// The upstream proxy's name: its address is allowed whatever it is.
+    proxy_host: Option<String>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
+        let is_proxy = self
+            .proxy_host
+            .as_deref()
+            .is_some_and(|proxy| proxy.eq_ignore_ascii_case(&host));
         Box::pin(async move {
             let resolved: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if is_proxy {
+                return Ok(Box::new(resolved.into_iter()) as Addrs);
+            }
             let first = resolved.first().map(SocketAddr::ip);
             let allowed: Vec<SocketAddr> = resolved
                 .into_iter()

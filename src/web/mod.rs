@@ -27,7 +27,12 @@ impl WebService {
     /// policy can only narrow it, and is applied per fetch).
     pub fn new(config: &Config, policy: Arc<UrlPolicy>) -> anyhow::Result<Self> {
         Ok(Self {
-            client: client::WebClient::new(&config.fetch, &config.search, policy)?,
+            client: client::WebClient::new(
+                &config.fetch,
+                &config.search,
+                policy,
+                config.upstream().map_err(anyhow::Error::msg)?,
+            )?,
             searcher: search::Searcher::new(config.search.clone()),
         })
     }
