@@ -705,15 +705,6 @@ impl Config {
     }
 
     /// Refuses configurations that would be unsafe or cannot work.
-    /// The upstream proxy, if one is configured.
-    pub fn upstream(&self) -> Result<Option<crate::egress::Upstream>, String> {
-        self.proxy
-            .as_deref()
-            .filter(|proxy| !proxy.trim().is_empty())
-            .map(|proxy| crate::egress::Upstream::parse(proxy, &self.proxy_bypass))
-            .transpose()
-    }
-
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(token) = &self.token
             && (token.trim().is_empty() || token.chars().count() < MIN_TOKEN_CHARS)
@@ -753,8 +744,6 @@ impl Config {
         {
             anyhow::bail!("live_secret must be at least {MIN_TOKEN_CHARS} characters");
         }
-        self.upstream()
-            .map_err(|e| anyhow::anyhow!("--proxy: {e}"))?;
         if self.live_link_secs == 0 {
             anyhow::bail!("live_link_secs must be at least 1");
         }

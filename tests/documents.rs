@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -51,11 +50,9 @@ async fn visible_text(session: &str) -> String {
     read["value"].as_str().unwrap().to_string()
 }
 
-/// Words as `score_extraction.py` counts them: Markdown syntax and comments out, case folded,
-/// runs of letters and digits.
-fn words(text: &str) -> HashMap<String, usize> {
-    let without_comments = text
-        .split("<!--")
+/// The words a reader sees: Markdown comments (page markers) and soft hyphens out.
+fn visible(text: &str) -> String {
+    text.split("<!--")
         .enumerate()
         .map(|(i, part)| {
             if i == 0 {
@@ -64,31 +61,12 @@ fn words(text: &str) -> HashMap<String, usize> {
                 part.split_once("-->").map_or("", |(_, rest)| rest)
             }
         })
-        .collect::<String>();
-    let mut counts = HashMap::new();
-    let text = without_comments.replace('\u{ad}', "").to_lowercase();
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        *counts.entry(word.to_string()).or_insert(0) += 1;
-    }
-    counts
+        .collect::<String>()
+        .replace('\u{ad}', "")
 }
 
 fn word_f1(output: &str, truth: &str) -> f64 {
-    let (out, gt) = (words(output), words(truth));
-    let tp: usize = out
-        .iter()
-        .map(|(w, n)| (*n).min(gt.get(w).copied().unwrap_or(0)))
-        .sum();
-    let (out_total, gt_total) = (out.values().sum::<usize>(), gt.values().sum::<usize>());
-    if tp == 0 {
-        return 0.0;
-    }
-    let precision = tp as f64 / out_total as f64;
-    let recall = tp as f64 / gt_total as f64;
-    2.0 * precision * recall / (precision + recall)
+    common::word_f1(&visible(truth), &visible(output))
 }
 
 async fn read_pdf(url: &str, extra: Value) -> Value {
@@ -145,8 +123,36 @@ async fn printed_pages_read_back_with_their_words_headings_and_tables() {
         assert!(content.starts_with("<!-- page 1 -->"), "{content}");
         assert_eq!(page["pdf"]["pages"], 1, "{page:#}");
         assert!(!page["title"].as_str().unwrap().is_empty(), "{page:#}");
+        // Chromium writes the document's title and when it was made into the PDF.
+        assert_eq!(page["pdf"]["title"], page["title"], "{page:#}");
+        let created = page["pdf"]["created"].as_str().unwrap_or_default();
+        assert!(
+            created.len() == 25 && created.as_bytes()[10] == b'T',
+            "created {created:?}"
+        );
         assert!(page["pdf"].get("no_text_layer").is_none(), "{page:#}");
     }
+}
+
+#[tokio::test]
+async fn crawls_read_pdfs_like_pages() {
+    let s = "doc-crawl";
+    let (bytes, _) = print(s, "pdf/table.html", json!({})).await;
+    let url = serve("crawled.pdf", bytes, "application/pdf").await;
+    let api = &harness().api;
+    let args = json!({ "urls": [url], "mode": "http" });
+    let id = common::crawl_until_finished(api, args, Duration::from_secs(60)).await;
+    let status = ok("crawl_status", json!({ "task_id": id })).await;
+    assert_eq!(status["errors"], json!([]), "{status:#}");
+    let page = &status["results"][0]["result"];
+    assert_eq!(page["pdf"]["pages"], 1, "{status:#}");
+    assert!(
+        page["content"]
+            .as_str()
+            .unwrap()
+            .contains("| Northport | 48200 |"),
+        "{page:#}"
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use common::web_fixtures::config;
@@ -347,33 +346,6 @@ async fn a_javascript_shell_escalates_to_the_browser() {
     assert!(content(&forced).contains("from 139 euros"));
 }
 
-/// Word tokens as the corpus scorer counts them: runs of letters and digits, case-folded.
-fn tokens(text: &str) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        *counts.entry(word.to_lowercase()).or_insert(0) += 1;
-    }
-    counts
-}
-
-/// Word F1 of `output` against `truth`, as multisets.
-fn f1(truth: &str, output: &str) -> f64 {
-    let (truth, output) = (tokens(truth), tokens(output));
-    let common: usize = truth
-        .iter()
-        .map(|(w, n)| (*n).min(*output.get(w).unwrap_or(&0)))
-        .sum();
-    let (t, o): (usize, usize) = (truth.values().sum(), output.values().sum());
-    if common == 0 {
-        return 0.0;
-    }
-    let (precision, recall) = (common as f64 / o as f64, common as f64 / t as f64);
-    2.0 * precision * recall / (precision + recall)
-}
-
 /// Markdown without link targets and image lines, so only visible words are scored.
 fn visible_words(markdown: &str) -> String {
     let mut out = String::new();
@@ -420,7 +392,7 @@ async fn extraction_quality_on_corpus_pages() {
             };
             let url = page(&format!("corpus/{set}/{name}/source.html"));
             let body = opened(json!({"url": url, "mode": "http", "max_tokens": 1_000_000})).await;
-            let score = f1(&truth, &visible_words(content(&body)));
+            let score = common::word_f1(&truth, &visible_words(content(&body)));
             if set == "readability" {
                 let metadata: Value = serde_json::from_str(
                     &std::fs::read_to_string(dir.join("expected-metadata.json")).unwrap(),

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use super::guard::DocumentGuard;
 use super::link::CdpLink;
 use crate::config::Config;
-use crate::egress::{Egress, Lane, NO_BYPASS};
+use crate::egress::{Egress, Lane, NO_BYPASS, Upstream};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::policy::UrlPolicy;
 
@@ -113,8 +113,8 @@ impl Drop for BrowserHandle {
 
 impl BrowserPool {
     pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Self {
-        // An invalid proxy is refused when the configuration is validated.
-        let upstream = config.upstream().ok().flatten();
+        // An invalid proxy is refused at start, by the web client built beside the pool.
+        let upstream = Upstream::configured(&config).ok().flatten();
         let egress = Egress::through(policy, upstream);
         Self {
             config,

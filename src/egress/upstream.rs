@@ -99,6 +99,17 @@ impl Upstream {
         })
     }
 
+    /// The service's proxy (`proxy`, `proxy_bypass`), if one is configured.
+    pub fn configured(config: &crate::config::Config) -> Result<Option<Self>, String> {
+        config
+            .proxy
+            .as_deref()
+            .filter(|proxy| !proxy.trim().is_empty())
+            .map(|proxy| Self::parse(proxy, &config.proxy_bypass))
+            .transpose()
+            .map_err(|e| format!("--proxy: {e}"))
+    }
+
     /// The proxy as an URL without credentials, for clients that take them apart.
     pub fn address(&self) -> String {
         self.to_string()

@@ -126,7 +126,7 @@ fn tool_operation(tool: &ToolSpec) -> utoipa::openapi::path::Operation {
         .description("The tool's result.")
         .content("application/json", result);
     if tool.returns_image {
-        for mime in ["image/png", "image/jpeg", "image/webp"] {
+        for mime in ["image/png", "image/jpeg", "image/webp", "application/pdf"] {
             let binary = ObjectBuilder::new()
                 .schema_type(SchemaType::Type(Type::String))
                 .content_media_type(mime);

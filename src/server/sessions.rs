@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use super::auth::CallerTenant;
 use super::rest::{error_response, json_or_error, parse_body_as};
@@ -35,12 +35,40 @@ pub(super) fn routes(app: App) -> Router {
 /// itself to sites.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 struct NewSession {
+    #[serde(flatten)]
+    own: SessionLabel,
+    #[serde(flatten)]
+    identity: Identity,
+}
+
+/// A new session's own fields, beside its identity.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SessionLabel {
     /// A label of the caller's, listed with the session (not its name).
     name: Option<String>,
     /// Close it after this many seconds without calls (10–86400; default the service's).
     idle_secs: Option<u64>,
-    #[serde(flatten)]
-    identity: Identity,
+}
+
+impl NewSession {
+    /// The body's own fields, then the rest as an identity. Parsed in two steps because serde's
+    /// `deny_unknown_fields` does not reach through `flatten`, and an unknown field must be
+    /// refused, not ignored.
+    fn parse(body: Result<Bytes, BytesRejection>) -> Result<Self, ToolError> {
+        let mut fields = parse_body_as::<Map<String, Value>>(body, "session options")?;
+        let own: Map<String, Value> = ["name", "idle_secs"]
+            .into_iter()
+            .filter_map(|key| fields.remove_entry(key))
+            .collect();
+        let invalid = |e: serde_path_to_error::Error<serde_json::Error>| {
+            ToolError::invalid(format!("bad session options: {e}"))
+        };
+        Ok(Self {
+            own: serde_path_to_error::deserialize(Value::Object(own)).map_err(invalid)?,
+            identity: serde_path_to_error::deserialize(Value::Object(fields)).map_err(invalid)?,
+        })
+    }
 }
 
 /// Creates a private session; pass its name as `session` (or `X-Webpilot-Session`).
@@ -56,12 +84,12 @@ async fn create(
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let options = parse_body_as::<NewSession>(body, "session options");
+    let options = NewSession::parse(body);
     let created = async {
         let options = options?;
         let extras = SessionExtras {
-            idle: options.idle_secs.map(checked_idle).transpose()?,
-            label: options.name.map(checked_label).transpose()?,
+            idle: options.own.idle_secs.map(checked_idle).transpose()?,
+            label: options.own.name.map(checked_label).transpose()?,
             identity: options.identity,
         };
         app.browser.create_private(&tenant, extras).await

@@ -26,7 +26,7 @@ storageState, cookies.txt, JSON cookie arrays) are also there.";
 pub struct CookiesArgs {
     /// What to do.
     pub action: Action,
-    /// Saved profile name.
+    /// Profile name.
     pub name: Option<String>,
     /// Account label.
     pub account: Option<String>,
@@ -42,7 +42,7 @@ pub struct CookiesArgs {
     pub content: Option<String>,
     /// import: a file in files.root.
     pub path: Option<String>,
-    /// load: then open its start URL.
+    /// load: open its start URL.
     pub auto_navigate: Option<bool>,
     /// list: unmask values.
     pub show_values: Option<bool>,
@@ -64,7 +64,7 @@ pub struct LoginCheck {
     pub selector: Option<String>,
     /// Text shown when logged out.
     pub not_text: Option<String>,
-    /// Part of the final URL when logged in.
+    /// In the final URL when logged in.
     pub url_contains: Option<String>,
 }
 

@@ -24,11 +24,11 @@ tokens per call; pass next_cursor as cursor for the rest (best once the task com
 pub struct CrawlBatchArgs {
     /// http(s) URLs to read.
     pub urls: Vec<String>,
-    /// As open_web_page (default main).
+    /// Default main.
     pub extract: Option<ExtractKind>,
     /// Default markdown.
     pub format: Option<TextFormat>,
-    /// As open_web_page (default auto).
+    /// Default auto.
     pub mode: Option<FetchMode>,
     /// URLs at once (default 4).
     pub parallel: Option<usize>,

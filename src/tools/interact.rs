@@ -42,7 +42,7 @@ pub struct InteractArgs {
     pub keys: Option<String>,
     /// select: value or label.
     pub option: Option<String>,
-    /// upload: files in files.root.
+    /// upload: server files.
     pub paths: Option<Vec<String>>,
     /// upload: inline files.
     pub files: Option<Vec<InlineFile>>,
@@ -60,13 +60,13 @@ pub struct InteractArgs {
     pub message: Option<String>,
     /// handoff: false returns at once.
     pub wait: Option<bool>,
-    /// wait: until it disappears.
+    /// wait: until gone.
     pub gone: Option<bool>,
     /// wait: seconds (max 30).
     pub seconds: Option<f64>,
     /// evaluate: JavaScript.
     pub script: Option<String>,
-    /// dialog: accept (true) or dismiss.
+    /// dialog: accept or dismiss.
     pub accept: Option<bool>,
     /// dialog: prompt() text.
     pub prompt_text: Option<String>,
@@ -76,7 +76,7 @@ pub struct InteractArgs {
     pub filename: Option<String>,
     /// ms (default 10000; handoff 600000).
     pub timeout_ms: Option<PersonTimeoutMs>,
-    // Default: the active tab (a plain comment keeps the published tool list short).
+    /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,

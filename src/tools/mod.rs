@@ -161,7 +161,7 @@ pub trait Tool: Send + Sync + 'static {
     /// One example call for the skill file, as JSON arguments.
     const EXAMPLE: &'static str;
     const SCOPE: Scope;
-    /// Whether a REST client may ask for the result as an image (`Accept: image/…`).
+    /// Whether a REST client may ask for the result as a file (`Accept: image/…`, `application/pdf`).
     const RETURNS_IMAGE: bool = false;
     /// The time limit when the call names none; `None` is the configured navigation timeout.
     const DEFAULT_TIMEOUT_MS: Option<u64> = None;

@@ -20,13 +20,13 @@ lines. Use wait_for only for content that appears late on its own.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NavigateArgs {
-    /// URL (mode=url) or search query (mode=search).
+    /// URL, or query for mode=search.
     pub target: Option<String>,
     /// Default url.
     pub mode: Option<Mode>,
     /// mode=search (default duckduckgo).
     pub engine: Option<Engine>,
-    /// Open in a new tab.
+    /// In a new tab.
     pub new_tab: Option<bool>,
     /// Text or CSS selector to wait for.
     pub wait_for: Option<String>,

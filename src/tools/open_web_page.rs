@@ -26,7 +26,7 @@ pub struct OpenWebPageArgs {
     pub format: Option<TextFormat>,
     /// Default auto (browser only when needed).
     pub mode: Option<FetchMode>,
-    /// Token budget (default 4000).
+    /// Budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     /// From next_cursor.

@@ -33,12 +33,12 @@ pub struct ReadArgs {
     pub ref_id: Option<u32>,
     /// markdown: whole page.
     pub full: Option<bool>,
-    /// Token budget (default 4000).
+    /// Budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     /// From next_cursor.
     pub cursor: Option<String>,
-    // Default: the active tab (a plain comment keeps the published tool list short).
+    /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,

@@ -45,7 +45,7 @@ pub struct ScreenshotArgs {
         regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
     )]
     pub save: Option<String>,
-    // Default: the active tab (a plain comment keeps the published tool list short).
+    /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
     pub session: Option<SessionName>,
@@ -95,7 +95,7 @@ impl Tool for Screenshot {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"annotate": true}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or an element (annotate=true numbers elements by ref), or print the page as PDF.";
+    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or an element (annotate=true numbers elements by ref), or the page as PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         if let Some(Format::Pdf) = args.format {

@@ -60,7 +60,7 @@ impl Tool for WebSearch {
     const EXAMPLE: &'static str = r#"{"query": "rust async runtime comparison", "max_results": 5}"#;
     const SCOPE: Scope = Scope::Web;
     const DESCRIPTION: &'static str =
-        "Search the web without a browser: title, url and snippet per result.";
+        "Search the web without a browser: title, url, snippet per result.";
 
     async fn run(&self, call: &mut Call<'_>, args: WebSearchArgs) -> ToolResult<WebSearchOutput> {
         let backend = args.backend.unwrap_or_default();

@@ -31,7 +31,7 @@ impl WebService {
                 &config.fetch,
                 &config.search,
                 policy,
-                config.upstream().map_err(anyhow::Error::msg)?,
+                crate::egress::Upstream::configured(config).map_err(anyhow::Error::msg)?,
             )?,
             searcher: search::Searcher::new(config.search.clone()),
         })

@@ -6,7 +6,8 @@
 //! `pdf_oxide` parses. It was compared with `pdf-extract` on PDFs printed by Chromium from the
 //! fixtures in `fixtures/pdf/`: `pdf-extract` split words at kerning (`N otes`), lost a table
 //! row and every heading; `pdf_oxide` kept headings, reading order across columns and tables.
-//! Pages convert in parallel: a document's pages share only the parsed file.
+//! Pages convert in parallel (a document's pages share only the parsed file), and tables are
+//! looked for only on pages that draw lines or boxes.
 
 use std::panic::AssertUnwindSafe;
 
@@ -134,19 +135,29 @@ fn pages_in_parallel(
     pages: usize,
     format: TextFormat,
 ) -> ToolResult<Vec<String>> {
-    let options = ConversionOptions {
+    let with_tables = ConversionOptions {
         detect_headings: true,
         extract_tables: true,
         include_images: false,
         ..Default::default()
     };
+    // Table detection is half the work of a page; a page that draws no lines or boxes has no
+    // ruled table, and its text reads as well without it.
+    let without_tables = ConversionOptions {
+        extract_tables: false,
+        ..with_tables.clone()
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(pages.max(1));
     let convert = |page: usize| {
+        let draws = document
+            .extract_paths(page)
+            .map_or(true, |paths| !paths.is_empty());
+        let options = if draws { &with_tables } else { &without_tables };
         let text = match format {
-            TextFormat::Markdown => document.to_markdown(page, &options),
-            TextFormat::Text => document.to_plain_text(page, &options),
+            TextFormat::Markdown => document.to_markdown(page, options),
+            TextFormat::Text => document.to_plain_text(page, options),
         };
         // One unreadable page leaves a gap, not an unreadable document.
         text.map(|text| tidy(&text)).unwrap_or_default()

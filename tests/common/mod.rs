@@ -756,3 +756,30 @@ pub async fn assert_click_refused(api: &str, session: &str, link: u32, needle: &
         "{clicked:#}"
     );
 }
+
+/// Word tokens as the corpus scorer counts them: runs of letters and digits, case-folded.
+pub fn word_tokens(text: &str) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *counts.entry(word.to_lowercase()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Word F1 of `output` against `truth`, as multisets.
+pub fn word_f1(truth: &str, output: &str) -> f64 {
+    let (truth, output) = (word_tokens(truth), word_tokens(output));
+    let common: usize = truth
+        .iter()
+        .map(|(w, n)| (*n).min(*output.get(w).unwrap_or(&0)))
+        .sum();
+    let (t, o): (usize, usize) = (truth.values().sum(), output.values().sum());
+    if common == 0 {
+        return 0.0;
+    }
+    let (precision, recall) = (common as f64 / o as f64, common as f64 / t as f64);
+    2.0 * precision * recall / (precision + recall)
+}
