@@ -318,6 +318,74 @@ fn redact(proxy: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpListener;
+
+    /// A SOCKS5 proxy that wants `user`/`pass`, connects where it is asked and says what that
+    /// was (`host:port`) on its first line to the client, then echoes.
+    async fn socks_server() -> (u16, tokio::task::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let mut asked = Vec::new();
+            for _ in 0..2 {
+                let (mut client, _) = listener.accept().await.unwrap();
+                let mut greeting = [0u8; 3];
+                client.read_exact(&mut greeting).await.unwrap();
+                client.write_all(&[5, 2]).await.unwrap();
+                let mut login = [0u8; 2];
+                client.read_exact(&mut login).await.unwrap();
+                let mut user = vec![0u8; usize::from(login[1])];
+                client.read_exact(&mut user).await.unwrap();
+                let mut password = vec![0u8; usize::from(client.read_u8().await.unwrap())];
+                client.read_exact(&mut password).await.unwrap();
+                let good = user == b"user" && password == b"pass";
+                client
+                    .write_all(&[1, if good { 0 } else { 1 }])
+                    .await
+                    .unwrap();
+                if !good {
+                    asked.push("refused".to_string());
+                    continue;
+                }
+                let mut request = [0u8; 5];
+                client.read_exact(&mut request).await.unwrap();
+                let mut name = vec![0u8; usize::from(request[4])];
+                client.read_exact(&mut name).await.unwrap();
+                let port = client.read_u16().await.unwrap();
+                asked.push(format!("{}:{port}", String::from_utf8_lossy(&name)));
+                client
+                    .write_all(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 0])
+                    .await
+                    .unwrap();
+                let mut ping = [0u8; 4];
+                client.read_exact(&mut ping).await.unwrap();
+                client.write_all(&ping).await.unwrap();
+            }
+            asked
+        });
+        (port, task)
+    }
+
+    #[tokio::test]
+    async fn socks5_upstreams_get_credentials_and_the_name_to_resolve() {
+        let (port, server) = socks_server().await;
+        let good = Upstream::parse(&format!("socks5://user:pass@127.0.0.1:{port}"), &[]).unwrap();
+        let mut stream = good.connect("wiki.corp.invalid", 8080).await.unwrap();
+        stream.write_all(b"ping").await.unwrap();
+        let mut echo = [0u8; 4];
+        stream.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"ping");
+        let bad = Upstream::parse(&format!("socks5://user:wrong@127.0.0.1:{port}"), &[]).unwrap();
+        let Err(Failure::Connect(kind, why)) = bad.connect("example.com", 443).await else {
+            panic!("wrong credentials were accepted");
+        };
+        assert_eq!(kind, io::ErrorKind::PermissionDenied);
+        assert!(!why.contains("wrong"), "{why}");
+        assert_eq!(
+            server.await.unwrap(),
+            vec!["wiki.corp.invalid:8080".to_string(), "refused".to_string()]
+        );
+    }
 
     #[test]
     fn proxies_parse_with_credentials_and_never_show_them() {
