@@ -104,29 +104,14 @@ impl WebClient {
         })
     }
 
-    /// Before a request that goes through the proxy: the target's host as the egress checks it.
+    /// Before a request that goes through the proxy: its host name's addresses, as the egress
+    /// checks them (`check_url` has judged IP literals already).
     async fn check_proxied(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<()> {
-        let Some(proxy) = &self.upstream else {
-            return Ok(());
-        };
-        let host = url.host_str().unwrap_or_default();
-        if proxy.bypasses(host) {
-            return Ok(());
-        }
-        let port = url.port_or_known_default().unwrap_or(80);
-        match url.host() {
-            Some(url::Host::Ipv4(ip)) => policy.check_addr(url.as_str(), None, IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => policy.check_addr(url.as_str(), None, IpAddr::V6(ip)),
-            Some(url::Host::Domain(name)) => {
-                // Unresolvable here: the proxy's to resolve.
-                if let Ok(addresses) = tokio::net::lookup_host((name, port)).await {
-                    for address in addresses {
-                        policy.check_addr(url.as_str(), Some(name), address.ip())?;
-                    }
-                }
-                Ok(())
+        match &self.upstream {
+            Some(proxy) if !proxy.bypasses(url.host_str().unwrap_or_default()) => {
+                check_addresses(url, policy, Resolution::ProxyMay).await
             }
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -140,21 +125,7 @@ impl WebClient {
     /// are beyond this check.
     pub async fn check_target(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<()> {
         policy.check_url(url)?;
-        let Some(url::Host::Domain(host)) = url.host() else {
-            return Ok(());
-        };
-        let port = url.port_or_known_default().unwrap_or(80);
-        let addresses = tokio::net::lookup_host((host, port)).await.map_err(|e| {
-            ToolError::new(
-                ErrorCode::Upstream,
-                format!("{url}: cannot resolve {host}: {e}"),
-            )
-            .with_hint("check the host name")
-        })?;
-        for address in addresses {
-            policy.check_addr(url.as_str(), Some(host), address.ip())?;
-        }
-        Ok(())
+        check_addresses(url, policy, Resolution::Required).await
     }
 
     /// GETs `url`, following redirects, every hop under `policy` (the caller's, which can only
@@ -295,6 +266,37 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+/// Whether a host name that does not resolve here is an error.
+#[derive(Clone, Copy, PartialEq)]
+enum Resolution {
+    Required,
+    /// The request goes through a proxy, which may resolve names this machine cannot.
+    ProxyMay,
+}
+
+/// Every address `url`'s host name resolves to now, under `policy`.
+async fn check_addresses(url: &Url, policy: &UrlPolicy, resolution: Resolution) -> ToolResult<()> {
+    let Some(url::Host::Domain(host)) = url.host() else {
+        return Ok(());
+    };
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addresses = match tokio::net::lookup_host((host, port)).await {
+        Ok(addresses) => addresses,
+        Err(_) if resolution == Resolution::ProxyMay => return Ok(()),
+        Err(e) => {
+            return Err(ToolError::new(
+                ErrorCode::Upstream,
+                format!("{url}: cannot resolve {host}: {e}"),
+            )
+            .with_hint("check the host name"));
+        }
+    };
+    for address in addresses {
+        policy.check_addr(url.as_str(), Some(host), address.ip())?;
+    }
+    Ok(())
 }
 
 /// The upstream proxy as reqwest takes it: credentials apart, the bypass list as `NO_PROXY`.
