@@ -81,7 +81,7 @@ async fn start() -> Service {
         ..Config::default()
     };
     config.fetch.allow = vec!["127.0.0.1".into()];
-    let app = App::new(config).expect("service");
+    let app = App::new(config).await.expect("service");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());
     let stop = app.stop.clone();

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::files::FileRoots;
 use crate::pages::Pages;
+use crate::postgres::Database;
 use crate::tenant::Tenants;
 use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
@@ -22,6 +23,8 @@ use crate::web::WebService;
 /// Everything a front needs. Cheap to clone.
 #[derive(Clone)]
 pub struct App {
+    /// This process's name among instances sharing a database: random per start.
+    pub instance: String,
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
     pub registry: Arc<Registry>,
@@ -49,8 +52,9 @@ const TASKS_GRACE: Duration = Duration::from_secs(5);
 const DATABASE_FILE: &str = "webpilot.db";
 
 impl App {
-    /// Builds the service. Must run inside a tokio runtime (it starts the idle-session reaper).
-    pub fn new(config: Config) -> anyhow::Result<Self> {
+    /// Builds the service (connecting to PostgreSQL when configured). Must run inside a tokio
+    /// runtime (it starts the idle-session reaper).
+    pub async fn new(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
         let tenants = Arc::new(Tenants::from_config(&config)?);
         let removed: usize = tenants
@@ -75,14 +79,22 @@ impl App {
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         browser.spawn_housekeeping(stop.clone(), &tasks);
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
+        let database = match &config.database_url {
+            Some(url) => Some(Database::connect(url).await?),
+            None => None,
+        };
+        let instance = instance_id();
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
+            database,
+            instance.clone(),
             config.crawl.clone(),
             pages.clone(),
             tenants.clone(),
             stop.clone(),
             tasks.clone(),
-        )?;
+        )
+        .await?;
         let conversations = Arc::new(Conversations::open(
             &config.data_dir.join(DATABASE_FILE),
             &config.data_dir,
@@ -106,6 +118,7 @@ impl App {
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
+            instance,
             config,
             browser,
             registry,
@@ -137,4 +150,18 @@ impl App {
         }
         self.browser.shutdown().await;
     }
+}
+
+/// A fresh instance name: 8 random hex digits.
+fn instance_id() -> String {
+    let mut bytes = [0u8; 4];
+    // Without the OS's randomness, time and pid still tell instances apart.
+    if getrandom::fill(&mut bytes).is_err() {
+        let seed = std::process::id()
+            ^ (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos()));
+        bytes = seed.to_be_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

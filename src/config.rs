@@ -104,6 +104,10 @@ pub struct Config {
     /// Browser origins (`https://app.example.com`, `http://localhost:*`) that may call `/mcp`
     /// besides loopback ones; requests without an `Origin` (non-browser clients) always may.
     pub mcp_allowed_origins: Vec<String>,
+    /// PostgreSQL URL for shared state (crawl tasks); none: SQLite in the data dir.
+    pub database_url: Option<String>,
+    /// How the other instances reach this one (sessions are routed to the instance holding them).
+    pub instance_url: Option<String>,
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
@@ -190,6 +194,9 @@ pub struct CrawlConfig {
     pub per_host: usize,
     /// Browser renders (open_web_page and crawls) in flight at once, each in its own context.
     pub browser_parallel: usize,
+    /// Seconds an instance holds a claimed URL without renewing it; after that another instance
+    /// may read it (PostgreSQL only: one SQLite file has one instance).
+    pub lease_secs: u64,
 }
 
 impl Default for CrawlConfig {
@@ -200,6 +207,7 @@ impl Default for CrawlConfig {
             global_parallel: 32,
             per_host: 4,
             browser_parallel: 4,
+            lease_secs: 60,
         }
     }
 }
@@ -393,6 +401,8 @@ impl Default for Config {
             proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),
             mcp_allowed_origins: Vec::new(),
+            database_url: None,
+            instance_url: None,
         }
     }
 }
@@ -522,6 +532,17 @@ pub struct ConfigArgs {
         value_delimiter = ','
     )]
     pub mcp_allowed_origins: Option<Vec<String>>,
+    /// PostgreSQL URL (postgres://user:pass@host/db) for state shared by several instances.
+    #[arg(
+        long,
+        env = "WEBPILOT_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+    /// This instance's URL as the other instances reach it (default: its bound address).
+    #[arg(long, env = "WEBPILOT_INSTANCE_URL", global = true)]
+    pub instance_url: Option<String>,
     /// Order in which web_search backend=auto tries backends (comma list).
     #[arg(
         long,
@@ -659,6 +680,12 @@ impl Config {
         if args.live_secret.is_some() {
             self.live_secret = args.live_secret.clone();
         }
+        if args.database_url.is_some() {
+            self.database_url = args.database_url.clone();
+        }
+        if args.instance_url.is_some() {
+            self.instance_url = args.instance_url.clone();
+        }
         if args.token.is_some() {
             self.token = args.token.clone();
         }
@@ -730,12 +757,25 @@ impl Config {
         if self.browser_concurrency == Some(0) {
             anyhow::bail!("browser_concurrency must be at least 1");
         }
-        if let Some(public) = &self.public_url {
-            let parsed = url::Url::parse(public)
-                .map_err(|e| anyhow::anyhow!("--public-url {public:?} is not a URL: {e}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-                anyhow::bail!("--public-url must be an http(s) URL like https://pilot.example.com");
+        for (flag, value) in [
+            ("--public-url", &self.public_url),
+            ("--instance-url", &self.instance_url),
+        ] {
+            if let Some(value) = value {
+                let parsed = url::Url::parse(value)
+                    .map_err(|e| anyhow::anyhow!("{flag} {value:?} is not a URL: {e}"))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+                    anyhow::bail!("{flag} must be an http(s) URL like https://pilot.example.com");
+                }
             }
+        }
+        if let Some(database) = &self.database_url
+            && !(database.starts_with("postgres://") || database.starts_with("postgresql://"))
+        {
+            anyhow::bail!("--database-url must be a postgres:// URL");
+        }
+        if self.crawl.lease_secs == 0 {
+            anyhow::bail!("crawl lease_secs must be at least 1");
         }
         if self
             .live_secret

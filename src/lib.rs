@@ -12,7 +12,9 @@
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
-//! - [`crawl`]: batch crawl tasks — bounded parallelism, SQLite store, progress events.
+//! - [`crawl`]: batch crawl tasks — bounded parallelism, a SQLite or PostgreSQL store with
+//!   leases shared by instances, progress events.
+//! - [`postgres`]: the PostgreSQL pool, migrations and `LISTEN`, when `--database-url` is set.
 //! - [`pages`]: reading one page as a service — HTTP or a browser render, extraction, paging.
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
 //!   refs, content. Nothing outside this module names chromiumoxide.
@@ -40,6 +42,7 @@ pub mod files;
 pub mod metrics;
 pub mod pages;
 pub mod policy;
+pub mod postgres;
 pub mod rate;
 pub mod server;
 pub mod tenant;

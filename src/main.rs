@@ -161,7 +161,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         Command::Keys { action } => keys(&config, action),
         Command::Mcp => {
             use rmcp::ServiceExt;
-            let app = App::new(config)?;
+            let app = App::new(config).await?;
             webpilot::server::cancel_on_signal(app.stop.clone());
             // Hand-offs link to a live view; over stdio there is no other server to give it.
             webpilot::server::serve_live_view(&app).await?;
@@ -194,7 +194,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
                 },
                 parallel,
             };
-            let app = App::new(config)?;
+            let app = App::new(config).await?;
             webpilot::server::cancel_on_signal(app.stop.clone());
             let code = crawl(&app, urls, options, output).await;
             app.shutdown().await;
@@ -209,7 +209,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
     let eager = config.eager_browser;
-    let app = App::new(config)?;
+    let app = App::new(config).await?;
     webpilot::server::cancel_on_signal(app.stop.clone());
     if eager {
         app.browser
@@ -239,7 +239,7 @@ async fn call(
             return Ok(ExitCode::from(2));
         }
     };
-    let app = App::new(config)?;
+    let app = App::new(config).await?;
     webpilot::server::cancel_on_signal(app.stop.clone());
     webpilot::server::serve_live_view(&app).await?;
     let (progress, mut waiting) = tokio::sync::mpsc::unbounded_channel();
@@ -290,7 +290,7 @@ async fn crawl(
 ) -> anyhow::Result<ExitCode> {
     let total = urls.len();
     let operator = app.tenants.operator();
-    let id = match app.crawler.submit(&operator, urls, options) {
+    let id = match app.crawler.submit(&operator, urls, options).await {
         Ok(id) => id,
         Err(error) => {
             print_json(&error.to_json())?;
@@ -301,7 +301,11 @@ async fn crawl(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")?,
     );
     let failed = |e: webpilot::error::ToolError| anyhow::anyhow!(e.message);
-    let (_, mut events) = app.crawler.subscribe(&operator, &id).map_err(failed)?;
+    let (_, mut events) = app
+        .crawler
+        .subscribe(&operator, &id)
+        .await
+        .map_err(failed)?;
     loop {
         // Events move the bar; the periodic summary catches anything they missed.
         let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
@@ -312,14 +316,14 @@ async fn crawl(
             _ = tick => {}
             () = app.stop.cancelled() => return Ok(ExitCode::from(130)),
         }
-        let summary = app.crawler.summary(&operator, &id).map_err(failed)?;
+        let summary = app.crawler.summary(&operator, &id).await.map_err(failed)?;
         bar.set_position(summary.progress as u64);
         if summary.status.is_finished() {
             break;
         }
     }
     bar.finish_and_clear();
-    let report = app.crawler.status(&operator, &id).map_err(failed)?;
+    let report = app.crawler.status(&operator, &id).await.map_err(failed)?;
     let results = report.results.iter().map(serde_json::to_string);
     let errors = report.errors.iter().map(serde_json::to_string);
     let mut lines = String::new();

@@ -8,12 +8,16 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::web_fixtures::{config, peak_load};
-use common::{Harness, call_at, client, eventually, get_json, spawn_service_with, start_with};
+use common::{
+    Harness, call_at, client, eventually, get_json, postgres, spawn_service_with, start_with,
+};
 use serde_json::{Value, json};
 
-fn crawl_service() -> Harness {
-    start_with(|fixtures| {
+/// A service for the crawl tests, its tasks in SQLite or, with `database`, in PostgreSQL.
+fn crawl_service(database: Option<String>) -> Harness {
+    start_with(move |fixtures| {
         let mut config = config(fixtures);
+        config.database_url = database;
         config.crawl.per_host = 2;
         config.crawl.max_urls = 40;
         // The slow page takes two seconds before its headers: slow, not stalled.
@@ -24,7 +28,15 @@ fn crawl_service() -> Harness {
 
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
-    SERVICE.get_or_init(crawl_service)
+    SERVICE.get_or_init(|| crawl_service(None))
+}
+
+/// The shared service on PostgreSQL; None (said on stderr) where PostgreSQL is not installed.
+fn postgres_service() -> Option<&'static Harness> {
+    static SERVICE: OnceLock<Option<Harness>> = OnceLock::new();
+    SERVICE
+        .get_or_init(|| postgres::database().map(|url| crawl_service(Some(url))))
+        .as_ref()
 }
 
 /// Starts a crawl with `args`, waits (up to `limit`) until it completed, returns its task id.
@@ -86,7 +98,17 @@ fn host_of(url: &str) -> String {
 #[tokio::test]
 async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
     // Its own fixture servers, so the per-host load counts only this test's requests.
-    let harness = &crawl_service();
+    thirty_urls(&crawl_service(None)).await;
+}
+
+#[tokio::test]
+async fn thirty_urls_finish_in_order_on_postgresql() {
+    if let Some(url) = postgres::database() {
+        thirty_urls(&crawl_service(Some(url))).await;
+    }
+}
+
+async fn thirty_urls(harness: &Harness) {
     let mut urls: Vec<String> = (0..24)
         .map(|i| {
             let origin = if i % 2 == 0 {
@@ -208,7 +230,17 @@ async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
 
 #[tokio::test]
 async fn tools_check_their_arguments() {
-    let harness = service();
+    arguments_checked(service()).await;
+}
+
+#[tokio::test]
+async fn tools_check_their_arguments_on_postgresql() {
+    if let Some(harness) = postgres_service() {
+        arguments_checked(harness).await;
+    }
+}
+
+async fn arguments_checked(harness: &Harness) {
     let api = &harness.api;
     let args = json!({"urls": [harness.page("crawl/page/1")], "parallel": 2});
     let id = crawl_to_completion(api, args, Duration::from_secs(20)).await;
@@ -405,7 +437,17 @@ async fn the_crawl_command_writes_json_lines() {
 /// cursor that is not one is refused.
 #[tokio::test]
 async fn crawl_status_pages_long_results() {
-    let harness = service();
+    long_results_paged(service()).await;
+}
+
+#[tokio::test]
+async fn crawl_status_pages_long_results_on_postgresql() {
+    if let Some(harness) = postgres_service() {
+        long_results_paged(harness).await;
+    }
+}
+
+async fn long_results_paged(harness: &Harness) {
     let api = &harness.api;
     let urls: Vec<String> = (0..4)
         .map(|n| harness.page(&format!("article.html?copy={n}")))

@@ -1,14 +1,16 @@
 //! Batch crawling: a task is a list of URLs read as `open_web_page` reads them (through
 //! `pages`, with the task's `PageOptions`) with bounded parallelism (per task, per host,
-//! overall), its results kept in SQLite so a restart resumes it, and its progress broadcast as
-//! one event per finished URL, then `done`.
+//! overall), its results kept in a store (SQLite, or PostgreSQL shared by several instances,
+//! each claiming items under leases) so a restart resumes it, and its progress broadcast as one
+//! event per finished URL, then `done`, to subscribers on every instance.
 
 mod store;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,8 +23,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::CrawlConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
+use crate::postgres::Database;
 use crate::tenant::{Tenant, Tenants};
-use store::Store;
+use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskRow};
 
 /// Events buffered per subscriber before a slow one starts missing them.
 const EVENT_BUFFER: usize = 1024;
@@ -114,7 +117,7 @@ pub struct TaskList {
 }
 
 /// Progress of a task: a `progress` event after each URL, then `done`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum CrawlEvent {
     Progress {
@@ -152,16 +155,20 @@ impl CrawlEvent {
 }
 
 pub struct Crawler {
-    store: Store,
+    store: Arc<dyn CrawlStore>,
     pages: Arc<Pages>,
     /// Whose tasks they are: a resumed task runs for its tenant, under its policy.
     tenants: Arc<Tenants>,
     config: CrawlConfig,
+    /// This instance's claims.
+    lease: Lease,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
-    /// Serialises "record an outcome, count, announce" so progress numbers go out in order.
-    finishing: Mutex<()>,
+    /// Tasks this instance is working on.
+    runners: Mutex<HashSet<String>>,
+    /// Serialises "record an outcome, announce it" so progress numbers go out in order.
+    finishing: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
     /// The service's shutdown: once cancelled, no item starts and none in flight is recorded.
     stop: CancellationToken,
@@ -169,38 +176,105 @@ pub struct Crawler {
     tasks: TaskTracker,
 }
 
+/// How often a task whose pending items are all held elsewhere looks again.
+const BUSY_POLL: Duration = Duration::from_millis(100);
+/// How often a shared store is searched for tasks no notice announced.
+const RESCAN_EVERY: Duration = Duration::from_secs(5);
+
+/// What the shared store's channel carries: a new task, or an event.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Notice {
+    Created { created: String },
+    Event(CrawlEvent),
+}
+
 impl Crawler {
-    /// Opens the task database and resumes tasks a previous run left unfinished.
-    pub fn open(
+    /// Opens the task store (`database` when set, else SQLite at `path`) and resumes tasks left
+    /// unfinished; with a shared store, also takes part in every task another instance starts.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
         path: &Path,
+        database: Option<Database>,
+        owner: String,
         config: CrawlConfig,
         pages: Arc<Pages>,
         tenants: Arc<Tenants>,
         stop: CancellationToken,
         tasks: TaskTracker,
     ) -> anyhow::Result<Arc<Self>> {
+        let (store, notices): (Arc<dyn CrawlStore>, _) = match database {
+            Some(database) => {
+                // Listening before looking for tasks: none starts unseen in between.
+                let notices = database.listen(store::CHANNEL, stop.clone());
+                (
+                    Arc::new(PostgresStore::open(database).await?),
+                    Some(notices),
+                )
+            }
+            None => (Arc::new(SqliteStore::open(path)?), None),
+        };
         let crawler = Arc::new(Self {
-            store: Store::open(path)?,
+            store,
             pages,
             tenants,
+            lease: Lease {
+                owner,
+                length: Duration::from_secs(config.lease_secs),
+            },
             global: Arc::new(Semaphore::new(config.global_parallel)),
             config,
             hosts: Mutex::new(HashMap::new()),
             channels: Mutex::new(HashMap::new()),
-            finishing: Mutex::new(()),
+            runners: Mutex::new(HashSet::new()),
+            finishing: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(0),
             stop,
             tasks,
         });
-        for id in crawler.store.unfinished()? {
-            tracing::info!(task = %id, "resuming crawl task");
-            crawler.spawn(id);
+        crawler.resume().await?;
+        if let Some(notices) = notices {
+            crawler.follow(notices);
         }
         Ok(crawler)
     }
 
+    /// Works on every unfinished task this instance is not already working on.
+    async fn resume(self: &Arc<Self>) -> anyhow::Result<()> {
+        for id in self.store.unfinished().await? {
+            self.spawn(id);
+        }
+        Ok(())
+    }
+
+    /// Follows the shared store's notices: tasks created elsewhere, events of every instance;
+    /// and looks for unfinished tasks now and then, in case a notice was lost.
+    fn follow(self: &Arc<Self>, mut notices: tokio::sync::mpsc::Receiver<String>) {
+        let crawler = self.clone();
+        self.tasks.spawn(async move {
+            let mut rescan = tokio::time::interval(RESCAN_EVERY);
+            rescan.tick().await;
+            loop {
+                tokio::select! {
+                    notice = notices.recv() => match notice.as_deref().map(serde_json::from_str) {
+                        Some(Ok(Notice::Created { created })) => crawler.spawn(created),
+                        Some(Ok(Notice::Event(event))) => crawler.broadcast(event),
+                        Some(Err(error)) => tracing::warn!(%error, "unreadable crawl notice"),
+                        None => return,
+                    },
+                    _ = rescan.tick() => {
+                        if let Err(error) = crawler.resume().await {
+                            tracing::warn!(%error, "cannot look for crawl tasks");
+                        }
+                    }
+                    () = crawler.stopped() => return,
+                }
+            }
+        });
+    }
+
     /// Checks and stores a task of `tenant`, starts it, and returns its id.
-    pub fn submit(
+    pub async fn submit(
         self: &Arc<Self>,
         tenant: &Tenant,
         urls: Vec<String>,
@@ -234,25 +308,39 @@ impl Crawler {
                 "field `parallel` must be from 1 to {max_parallel}"
             )));
         }
-        for (index, url) in urls.iter().enumerate() {
-            let ok = url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
-            if !ok {
+        let mut items = Vec::with_capacity(urls.len());
+        for (index, url) in urls.into_iter().enumerate() {
+            let Some(host) = url::Url::parse(&url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .map(|u| host_key(&u))
+            else {
                 return Err(ToolError::invalid(format!(
                     "field `urls[{index}]` is not an http(s) URL: {url:?}"
                 )));
-            }
+            };
+            items.push((url, host));
         }
-        let now = now_ms();
-        let id = format!(
-            "crawl-{now:x}-{}",
-            self.next_id.fetch_add(1, Ordering::Relaxed)
-        );
         crate::pages::paging::budget(options.page.max_tokens)?;
+        let now = now_ms();
+        let task = TaskRow {
+            id: format!(
+                "crawl-{now:x}-{}-{}",
+                self.lease.owner,
+                self.next_id.fetch_add(1, Ordering::Relaxed)
+            ),
+            tenant: tenant.name().to_string(),
+            created_ms: now as i64,
+            status: TaskStatus::Pending,
+            total: items.len(),
+            options,
+        };
         self.store
-            .create(&id, tenant.name(), now as i64, &options, &urls)
+            .create(&task, &items, self.config.per_host)
+            .await
             .map_err(database_error)?;
-        self.spawn(id.clone());
-        Ok(id)
+        self.spawn(task.id.clone());
+        Ok(task.id)
     }
 
     /// Resolves once the service shuts down: every task stops where it is, items in flight
@@ -261,71 +349,104 @@ impl Crawler {
         self.stop.cancelled().await;
     }
 
+    /// Starts working on task `id` unless this instance already is.
     fn spawn(self: &Arc<Self>, id: String) {
+        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stop.is_cancelled() || !runners.insert(id.clone()) {
+            return;
+        }
         let crawler = self.clone();
         self.tasks.spawn(async move {
             if let Err(error) = crawler.run(&id).await {
                 tracing::error!(task = %id, %error, "crawl task stopped");
             }
+            let mut runners = crawler.runners.lock().unwrap_or_else(|e| e.into_inner());
+            runners.remove(&id);
         });
     }
 
-    async fn run(self: Arc<Self>, id: &str) -> anyhow::Result<()> {
-        let Some(task) = self.store.task(id)? else {
+    /// Claims and reads the task's items until none is pending, then concludes it.
+    async fn run(self: &Arc<Self>, id: &str) -> anyhow::Result<()> {
+        let Some(task) = self.store.task(id).await? else {
             return Ok(());
         };
+        if task.status.is_finished() {
+            return Ok(());
+        }
         let Some(tenant) = self.tenants.named(&task.tenant) else {
             // Its key is gone from the keys file: nobody may run it, nor see it.
             tracing::warn!(task = %id, tenant = %task.tenant, "crawl task of an unknown tenant left pending");
             return Ok(());
         };
-        self.store.set_status(id, TaskStatus::Running)?;
+        self.store.set_status(id, TaskStatus::Running).await?;
         let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
-        for (index, url) in self.store.pending(id)? {
+        loop {
             let permit = tokio::select! {
                 permit = per_task.clone().acquire_owned() => permit?,
                 () = self.stopped() => break,
             };
-            let (crawler, tenant) = (self.clone(), tenant.clone());
-            let (id, options) = (id.to_string(), task.options.page.clone());
-            running.spawn(async move {
-                let item = Item {
-                    id: &id,
-                    index,
-                    url,
-                    total: task.total,
-                };
-                tokio::select! {
-                    () = crawler.fetch(&tenant, item, options) => {}
-                    // Left pending: the next start reads it again.
-                    () = crawler.stopped() => {}
+            match self.store.claim(id, &self.lease).await? {
+                Claim::Item { index, url } => {
+                    let (crawler, tenant) = (self.clone(), tenant.clone());
+                    let (id, options) = (id.to_string(), task.options.page.clone());
+                    running.spawn(async move {
+                        let item = Item {
+                            id: &id,
+                            index,
+                            url,
+                            total: task.total,
+                        };
+                        tokio::select! {
+                            () = crawler.fetch(&tenant, item, options) => {}
+                            // Left pending: read again by the next start or another instance.
+                            () = crawler.stopped() => {}
+                        }
+                        drop(permit);
+                    });
                 }
-                drop(permit);
-            });
+                Claim::Empty => break,
+                Claim::Busy => {
+                    drop(permit);
+                    tokio::select! {
+                        Some(_) = running.join_next(), if !running.is_empty() => {}
+                        () = tokio::time::sleep(BUSY_POLL) => {}
+                        () = self.stopped() => break,
+                    }
+                }
+            }
         }
         while running.join_next().await.is_some() {}
         if self.stop.is_cancelled() {
-            // Still running in the database: the next start resumes it.
-            return Ok(());
+            // Still running in the store: pending items are read again, sooner without leases.
+            return self.store.release(id, &self.lease).await;
         }
-        let (finished, errors) = self.store.counts(id)?;
+        self.conclude(id, task.total).await
+    }
+
+    /// Sets a task whose items all finished to its final status and announces it, once across
+    /// all instances.
+    async fn conclude(&self, id: &str, total: usize) -> anyhow::Result<()> {
+        let (finished, errors) = self.store.counts(id).await?;
         let status = if errors == finished {
             TaskStatus::Failed
         } else {
             TaskStatus::Completed
         };
-        self.store.set_status(id, status)?;
-        self.announce(CrawlEvent::Done {
-            task_id: id.to_string(),
-            status,
-            progress: finished,
-            total: task.total,
-            errors,
-        });
+        if self.store.set_status(id, status).await? {
+            self.announce(CrawlEvent::Done {
+                task_id: id.to_string(),
+                status,
+                progress: finished,
+                total,
+                errors,
+            })
+            .await;
+        }
         Ok(())
     }
 
+    /// Reads a claimed item, renewing its lease meanwhile, and records its outcome.
     async fn fetch(&self, tenant: &Arc<Tenant>, item: Item<'_>, options: PageOptions) {
         let Item {
             id,
@@ -334,7 +455,7 @@ impl Crawler {
             total,
         } = item;
         let host = self.host_limit(&url);
-        let outcome = async {
+        let read = async {
             let host = host.acquire_owned().await.ok();
             let global = self.global.clone().acquire_owned().await.ok();
             // A render counts against the render limit, not against these fetch limits.
@@ -342,9 +463,11 @@ impl Crawler {
             self.pages
                 .open_releasing(tenant, &url, &options, None, release)
                 .await
-        }
-        .await
-        .and_then(|page| match page.status {
+        };
+        let Some(outcome) = self.renewing(id, index, read).await else {
+            return;
+        };
+        let outcome = outcome.and_then(|page| match page.status {
             Some(status) if status >= 400 => Err(ToolError::new(
                 ErrorCode::Upstream,
                 format!("{url} answered HTTP {status}"),
@@ -352,37 +475,70 @@ impl Crawler {
             .with_hint("check the URL")),
             _ => Ok(page),
         });
-        let _order = self.finishing.lock().unwrap_or_else(|e| e.into_inner());
-        match self.store.finish(id, index, &outcome) {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(error) => {
-                tracing::error!(task = %id, %error, "cannot record a crawl result");
-                return;
-            }
-        }
-        self.announce(CrawlEvent::Progress {
+        let mut event = CrawlEvent::Progress {
             task_id: id.to_string(),
             index,
             url,
             ok: outcome.is_ok(),
-            progress: self.store.progress(id).unwrap_or(0),
+            progress: 0,
             total,
-            error: outcome.err(),
-        });
+            error: outcome.as_ref().err().cloned(),
+        };
+        let announcement = serde_json::to_string(&event).unwrap_or_default();
+        let shared = self.store.shared();
+        let _order = if shared {
+            None
+        } else {
+            Some(self.finishing.lock().await)
+        };
+        match self
+            .store
+            .finish(id, index, &outcome, &self.lease, &announcement)
+            .await
+        {
+            Ok(Some(recorded)) if !shared => {
+                if let CrawlEvent::Progress { progress, .. } = &mut event {
+                    *progress = recorded.progress;
+                }
+                self.broadcast(event);
+            }
+            // The store told every instance (this one too).
+            Ok(_) => {}
+            Err(error) => tracing::error!(task = %id, %error, "cannot record a crawl result"),
+        }
     }
 
-    /// The semaphore of `url`'s host (`host:port`), shared by all tasks.
+    /// Runs `work` while renewing the item's lease; None when the lease was lost to another
+    /// instance (which reads the item again), so the outcome must not be recorded.
+    async fn renewing<T>(
+        &self,
+        id: &str,
+        index: usize,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        let mut work = std::pin::pin!(work);
+        let mut renewal = tokio::time::interval(self.lease.length / 3);
+        renewal.tick().await;
+        loop {
+            tokio::select! {
+                outcome = &mut work => return Some(outcome),
+                _ = renewal.tick() => match self.store.renew(id, index, &self.lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(task = %id, index, "crawl item's lease lost; left to its new holder");
+                        return None;
+                    }
+                    // The lease may still hold: keep reading, renew at the next tick.
+                    Err(error) => tracing::warn!(task = %id, index, %error, "cannot renew a crawl lease"),
+                },
+            }
+        }
+    }
+
+    /// The semaphore of `url`'s host (`host:port`), shared by all tasks of this instance.
     fn host_limit(&self, url: &str) -> Arc<Semaphore> {
         let host = url::Url::parse(url)
-            .ok()
-            .map(|u| {
-                format!(
-                    "{}:{}",
-                    u.host_str().unwrap_or(""),
-                    u.port_or_known_default().unwrap_or(0)
-                )
-            })
+            .map(|u| host_key(&u))
             .unwrap_or_default();
         let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
         hosts
@@ -391,7 +547,19 @@ impl Crawler {
             .clone()
     }
 
-    fn announce(&self, event: CrawlEvent) {
+    /// Sends an event to its subscribers on every instance.
+    async fn announce(&self, event: CrawlEvent) {
+        if !self.store.shared() {
+            return self.broadcast(event);
+        }
+        let payload = serde_json::to_string(&event).unwrap_or_default();
+        if let Err(error) = self.store.publish(&payload).await {
+            tracing::warn!(%error, "cannot publish a crawl event");
+        }
+    }
+
+    /// Hands an event to this instance's subscribers.
+    fn broadcast(&self, event: CrawlEvent) {
         let (CrawlEvent::Progress { task_id, .. } | CrawlEvent::Done { task_id, .. }) = &event;
         let id = task_id.clone();
         let done = matches!(event, CrawlEvent::Done { .. });
@@ -405,40 +573,50 @@ impl Crawler {
         }
     }
 
+    /// Queries this instance sent to the crawl store, when the store counts them.
+    pub fn store_round_trips(&self) -> Option<u64> {
+        self.store.round_trips()
+    }
+
     /// Progress events of `tenant`'s task from now on, with its status at subscription time.
-    pub fn subscribe(
+    pub async fn subscribe(
         &self,
         tenant: &Tenant,
         id: &str,
     ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        // Read under the lock: `announce` cannot slip a `done` between the two.
-        let summary = self.summary(tenant, id)?;
-        let receiver = if summary.status.is_finished() {
-            broadcast::channel(1).1
-        } else {
+        // Subscribed before reading the status: a `done` in between is in the receiver.
+        let receiver = {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             channels
                 .entry(id.to_string())
                 .or_insert_with(|| broadcast::channel(EVENT_BUFFER).0)
                 .subscribe()
         };
-        Ok((summary, receiver))
+        let summary = self.summary(tenant, id).await;
+        if summary.as_ref().map_or(true, |s| s.status.is_finished()) {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            if channels.get(id).is_some_and(|s| s.receiver_count() <= 1) {
+                channels.remove(id);
+            }
+        }
+        Ok((summary?, receiver))
     }
 
     /// Status and counts of `tenant`'s task, without its results. Another tenant's task is as
     /// unknown as one that never was.
-    pub fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
+    pub async fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
         let task = self
             .store
             .task(id)
+            .await
             .map_err(database_error)?
             .filter(|task| task.tenant == tenant.name())
             .ok_or_else(|| no_such_task(id))?;
-        self.summarize(task)
+        self.summarize(task).await
     }
 
-    fn summarize(&self, task: store::TaskRow) -> ToolResult<TaskSummary> {
-        let progress = self.store.progress(&task.id).map_err(database_error)?;
+    async fn summarize(&self, task: TaskRow) -> ToolResult<TaskSummary> {
+        let (progress, _) = self.store.counts(&task.id).await.map_err(database_error)?;
         Ok(TaskSummary {
             task_id: task.id,
             status: task.status,
@@ -450,22 +628,22 @@ impl Crawler {
     }
 
     /// Status, results and errors of a task, in the order URLs finished.
-    pub fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
-        let summary = self.summary(tenant, id)?;
-        let finished = self.store.finished(id).map_err(database_error)?;
+    pub async fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
+        let summary = self.summary(tenant, id).await?;
+        let finished = self.store.finished(id).await.map_err(database_error)?;
         Ok(with_items(summary, finished))
     }
 
     /// Status and the results and errors of URLs from index `from` on, in URL order, as many as
     /// fit `max_chars` (at least one), plus the index of the first URL left out.
-    pub fn status_page(
+    pub async fn status_page(
         &self,
         tenant: &Tenant,
         id: &str,
         from: usize,
         max_chars: usize,
     ) -> ToolResult<(TaskReport, Option<usize>)> {
-        let summary = self.summary(tenant, id)?;
+        let summary = self.summary(tenant, id).await?;
         if from > summary.total {
             return Err(ToolError::invalid(format!(
                 "field `cursor` points past the task's {} URLs",
@@ -476,24 +654,28 @@ impl Crawler {
         let (items, next) = self
             .store
             .finished_page(id, from, max_chars)
+            .await
             .map_err(database_error)?;
         Ok((with_items(summary, items), next))
     }
 
     /// `tenant`'s task summaries, newest first.
-    pub fn list(
+    pub async fn list(
         &self,
         tenant: &Tenant,
         status: Option<TaskStatus>,
         limit: usize,
     ) -> ToolResult<TaskList> {
-        let tasks = self
+        let rows = self
             .store
             .tasks(tenant.name(), status, limit)
+            .await
             .map_err(database_error)?;
-        let tasks: ToolResult<Vec<TaskSummary>> =
-            tasks.into_iter().map(|t| self.summarize(t)).collect();
-        Ok(TaskList { tasks: tasks? })
+        let mut tasks = Vec::with_capacity(rows.len());
+        for row in rows {
+            tasks.push(self.summarize(row).await?);
+        }
+        Ok(TaskList { tasks })
     }
 }
 
@@ -507,7 +689,7 @@ struct Item<'a> {
 }
 
 /// `summary` with the items split into `results` and `errors`, in the given order.
-fn with_items(summary: TaskSummary, items: Vec<store::ItemRow>) -> TaskReport {
+fn with_items(summary: TaskSummary, items: Vec<ItemRow>) -> TaskReport {
     let (mut results, mut errors) = (Vec::new(), Vec::new());
     for item in items {
         let (index, url) = (item.index, item.url);
@@ -528,7 +710,16 @@ fn no_such_task(id: &str) -> ToolError {
         .with_hint("use the task_id crawl_batch returned; GET /api/crawler/tasks lists tasks")
 }
 
-fn database_error(error: rusqlite::Error) -> ToolError {
+/// A URL's host and port, the unit of the per-host limit.
+fn host_key(url: &url::Url) -> String {
+    format!(
+        "{}:{}",
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+fn database_error(error: anyhow::Error) -> ToolError {
     ToolError::internal(format!("crawl database: {error}"))
 }
 

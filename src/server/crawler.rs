@@ -71,7 +71,7 @@ async fn status(
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Response {
-    json_or_error(app.crawler.status(&tenant, &id))
+    json_or_error(app.crawler.status(&tenant, &id).await)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -100,7 +100,7 @@ async fn list(
         Err(error) => return error_response(&error),
     };
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    json_or_error(app.crawler.list(&tenant, query.status, limit))
+    json_or_error(app.crawler.list(&tenant, query.status, limit).await)
 }
 
 /// Progress as server-sent events: `status` (or `done` at once for a finished task), a
@@ -117,7 +117,7 @@ async fn events(
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Response {
-    let (summary, receiver) = match app.crawler.subscribe(&tenant, &id) {
+    let (summary, receiver) = match app.crawler.subscribe(&tenant, &id).await {
         Ok(subscription) => subscription,
         Err(error) => return error_response(&error),
     };

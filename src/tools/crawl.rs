@@ -97,7 +97,11 @@ impl Tool for CrawlBatch {
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
         };
         let (total, parallel) = (args.urls.len(), options.parallel);
-        let task_id = call.ctx.crawler.submit(call.tenant(), args.urls, options)?;
+        let task_id = call
+            .ctx
+            .crawler
+            .submit(call.tenant(), args.urls, options)
+            .await?;
         Ok(CrawlStarted {
             task_id,
             status: TaskStatus::Pending,
@@ -125,10 +129,11 @@ impl Tool for CrawlStatus {
         // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
         let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
         let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
-        let (report, next) =
-            call.ctx
-                .crawler
-                .status_page(call.tenant(), args.task_id.trim(), from, budget)?;
+        let (report, next) = call
+            .ctx
+            .crawler
+            .status_page(call.tenant(), args.task_id.trim(), from, budget)
+            .await?;
         Ok(CrawlStatusOutput {
             report,
             truncated: next.is_some(),

@@ -5,6 +5,7 @@
 
 pub mod devtools;
 pub mod page_fixtures;
+pub mod postgres;
 pub mod python;
 pub mod web_fixtures;
 
@@ -109,7 +110,7 @@ pub fn start_with(configure: impl FnOnce(&str) -> Config + Send + 'static) -> Ha
             let data_dir = tempfile::tempdir().expect("data dir");
             config.data_dir = data_dir.path().to_path_buf();
             config.port = 0;
-            let app = App::new(config).expect("service");
+            let app = App::new(config).await.expect("service");
             register_for_exit(&app);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await

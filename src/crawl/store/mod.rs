@@ -1,0 +1,189 @@
+//! Where crawl tasks and their items live, behind one trait with two engines: SQLite in the data
+//! dir (the embedded default, one instance) and PostgreSQL (`--database-url`, shared by every
+//! instance). An item is claimed under a lease before it is read and written once, with its
+//! result, by the lease holder; an item whose holder died is claimed again once its lease ends.
+
+mod postgres;
+mod sqlite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{TaskOptions, TaskStatus};
+use crate::error::ToolError;
+use crate::pages::Page;
+
+pub use postgres::{CHANNEL, PostgresStore};
+pub use sqlite::SqliteStore;
+
+pub type StoreResult<T> = anyhow::Result<T>;
+
+/// A task's row.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub id: String,
+    /// Whose task it is (empty: the operator's).
+    pub tenant: String,
+    pub created_ms: i64,
+    pub status: TaskStatus,
+    pub options: TaskOptions,
+    pub total: usize,
+}
+
+/// A finished item.
+#[derive(Debug, Clone)]
+pub struct ItemRow {
+    pub index: usize,
+    pub url: String,
+    pub outcome: Result<Page, ToolError>,
+}
+
+/// Who holds claims, and for how long a claim lasts unrenewed.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The instance: unique per process.
+    pub owner: String,
+    pub length: Duration,
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This item is ours to read until the lease ends.
+    Item { index: usize, url: String },
+    /// Items are pending but held by others (or their host is at its limit): try again later.
+    Busy,
+    /// No item is pending.
+    Empty,
+}
+
+/// A recorded outcome: the task's count of finished items, this one included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub progress: usize,
+}
+
+/// Crawl storage. Every method is one statement or one transaction.
+#[async_trait]
+pub trait CrawlStore: Send + Sync {
+    /// Stores a task and its URLs, all pending.
+    async fn create(
+        &self,
+        task: &TaskRow,
+        urls: &[(String, String)],
+        per_host: usize,
+    ) -> StoreResult<()>;
+
+    /// Sets a task's status; a finished status is set once: false when it already was.
+    async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool>;
+
+    async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>>;
+
+    /// `tenant`'s tasks, newest first, optionally with one status.
+    async fn tasks(
+        &self,
+        tenant: &str,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> StoreResult<Vec<TaskRow>>;
+
+    /// Tasks not finished yet, oldest first.
+    async fn unfinished(&self) -> StoreResult<Vec<String>>;
+
+    /// Claims the task's first pending item nobody holds.
+    async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim>;
+
+    /// Extends a claim; false when it is no longer ours.
+    async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool>;
+
+    /// Gives up this instance's claims on a task's items (they stay pending).
+    async fn release(&self, id: &str, lease: &Lease) -> StoreResult<()>;
+
+    /// Records a claimed item's outcome once. `announcement` is the progress event to send to
+    /// every instance with the count filled in, where the engine sends events itself. None when
+    /// the item was not ours any more (or already recorded).
+    async fn finish(
+        &self,
+        id: &str,
+        index: usize,
+        outcome: &Result<Page, ToolError>,
+        lease: &Lease,
+        announcement: &str,
+    ) -> StoreResult<Option<Recorded>>;
+
+    /// Finished and failed items, counted without reading their results.
+    async fn counts(&self, id: &str) -> StoreResult<(usize, usize)>;
+
+    /// Finished items in the order they finished.
+    async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>>;
+
+    /// Finished items from URL index `from` on, in URL order, while their stored JSON fits
+    /// `max_chars` (at least one), and the index of the first one left out.
+    async fn finished_page(
+        &self,
+        id: &str,
+        from: usize,
+        max_chars: usize,
+    ) -> StoreResult<(Vec<ItemRow>, Option<usize>)>;
+
+    /// Whether progress reaches other instances through the engine (then `publish` sends the
+    /// other events, and `finish` its progress event).
+    fn shared(&self) -> bool;
+
+    /// Sends an event to every instance (shared engines only).
+    async fn publish(&self, payload: &str) -> StoreResult<()>;
+
+    /// Queries sent to the database so far, when it counts them.
+    fn round_trips(&self) -> Option<u64>;
+}
+
+/// An item's stored outcome columns: (state, result JSON, error JSON).
+fn outcome_columns(
+    outcome: &Result<Page, ToolError>,
+) -> (&'static str, Option<String>, Option<String>) {
+    // Plain data with string keys: encoding cannot fail.
+    let text = |value: serde_json::Result<String>| value.ok();
+    match outcome {
+        Ok(page) => ("done", text(serde_json::to_string(page)), None),
+        Err(error) => ("failed", None, text(serde_json::to_string(error))),
+    }
+}
+
+/// An item's outcome from its stored columns.
+fn stored_outcome(result: Option<String>, error: Option<String>) -> Result<Page, ToolError> {
+    let unreadable = |e: serde_json::Error| ToolError::internal(format!("stored result: {e}"));
+    match (result, error) {
+        (Some(result), _) => serde_json::from_str(&result).map_err(unreadable),
+        (None, Some(error)) => Err(serde_json::from_str(&error).unwrap_or_else(unreadable)),
+        (None, None) => Err(ToolError::internal("a finished item without its outcome")),
+    }
+}
+
+/// A task row from its stored columns; a row this version cannot read (written by another one)
+/// still lists, flagged in the log.
+fn stored_task(
+    id: String,
+    tenant: String,
+    created_ms: i64,
+    status: &str,
+    options: &str,
+    total: i64,
+) -> TaskRow {
+    let status = TaskStatus::parse(status).unwrap_or_else(|| {
+        tracing::warn!(task = %id, status, "unknown crawl task status; shown as failed");
+        TaskStatus::Failed
+    });
+    let options = serde_json::from_str(options).unwrap_or_else(|error| {
+        tracing::warn!(task = %id, %error, "unreadable crawl task options");
+        TaskOptions::default()
+    });
+    TaskRow {
+        id,
+        tenant,
+        created_ms,
+        status,
+        options,
+        total: total.max(0) as usize,
+    }
+}

@@ -1,0 +1,234 @@
+//! PostgreSQL, when `--database-url` names one: a connection pool whose statements are prepared
+//! once per connection (one round trip per query after that), schema migrations run at start by
+//! whichever instance gets there first, and `LISTEN` for notices other instances send. Every
+//! query through [`Database::client`] is counted, so benches can report round trips per item.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
+
+/// Connections per instance: crawl claims and finishes are short, so a few carry many items.
+const POOL_SIZE: usize = 16;
+/// Key of the advisory lock instances take to migrate one at a time.
+const MIGRATION_LOCK: i64 = 0x7765_6270_696c_6f74;
+/// Wait before reconnecting a lost `LISTEN` connection.
+const RELISTEN_AFTER: Duration = Duration::from_secs(1);
+
+/// A schema step: its version (applied in order, once per database) and its SQL.
+pub type Migration = (i32, &'static str);
+
+/// A pool on one PostgreSQL database.
+#[derive(Clone)]
+pub struct Database {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    round_trips: Arc<AtomicU64>,
+}
+
+impl Database {
+    /// Connects (checking the URL and that the server answers).
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--database-url is not a PostgreSQL URL: {e}"))?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
+        let database = Self {
+            pool,
+            config,
+            round_trips: Arc::default(),
+        };
+        database
+            .client()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL: {e}"))?;
+        Ok(database)
+    }
+
+    /// A pooled connection.
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        let object = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| anyhow::anyhow!("PostgreSQL: {e}"))?;
+        Ok(Client {
+            object,
+            round_trips: self.round_trips.clone(),
+        })
+    }
+
+    /// Queries sent so far through this pool.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Applies the steps of `migrations` this database has not seen, in one transaction each,
+    /// under an advisory lock so instances starting together migrate once.
+    pub async fn migrate(&self, migrations: &[Migration]) -> anyhow::Result<()> {
+        let mut client = self.client().await?;
+        let connection = &mut client.object;
+        connection
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        let applied = async {
+            let fresh = connection
+                .query_one("SELECT to_regclass('webpilot_migrations') IS NULL", &[])
+                .await?
+                .get::<_, bool>(0);
+            if fresh {
+                connection
+                    .batch_execute(
+                        "CREATE TABLE webpilot_migrations (
+                             version INTEGER PRIMARY KEY,
+                             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                    )
+                    .await?;
+            }
+            for (version, sql) in migrations {
+                let seen = connection
+                    .query_opt(
+                        "SELECT 1 FROM webpilot_migrations WHERE version = $1",
+                        &[version],
+                    )
+                    .await?
+                    .is_some();
+                if seen {
+                    continue;
+                }
+                let transaction = connection.transaction().await?;
+                transaction.batch_execute(sql).await?;
+                transaction
+                    .execute(
+                        "INSERT INTO webpilot_migrations (version) VALUES ($1)",
+                        &[version],
+                    )
+                    .await?;
+                transaction.commit().await?;
+                tracing::info!(version, "database migrated");
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        connection
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        applied
+    }
+
+    /// Payloads of `NOTIFY channel` from every instance (this one included), on a connection of
+    /// its own that reconnects when lost, until `stop`.
+    pub fn listen(&self, channel: &'static str, stop: CancellationToken) -> mpsc::Receiver<String> {
+        let (sender, receiver) = mpsc::channel(1024);
+        let config = self.config.clone();
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                tokio::select! {
+                    outcome = relay(&config, channel, &sender) => {
+                        if let Err(error) = outcome {
+                            tracing::warn!(%error, channel, "PostgreSQL LISTEN connection lost; reconnecting");
+                        }
+                        if sender.is_closed() {
+                            return;
+                        }
+                    }
+                    () = stop.cancelled() => return,
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(RELISTEN_AFTER) => {}
+                    () = stop.cancelled() => return,
+                }
+            }
+        });
+        receiver
+    }
+}
+
+/// Forwards one connection's notifications on `channel` until it fails or nobody listens.
+async fn relay(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    sender: &mpsc::Sender<String>,
+) -> anyhow::Result<()> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let command = format!("LISTEN {channel}");
+    {
+        // The connection must be polled for LISTEN itself to complete.
+        let mut listening = std::pin::pin!(client.batch_execute(&command));
+        loop {
+            tokio::select! {
+                done = &mut listening => { done?; break; }
+                message = messages.next() => match message {
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => return Err(error.into()),
+                    None => anyhow::bail!("connection closed"),
+                },
+            }
+        }
+    }
+    while let Some(message) = messages.next().await {
+        if let AsyncMessage::Notification(notice) = message?
+            && sender.send(notice.payload().to_string()).await.is_err()
+        {
+            return Ok(());
+        }
+    }
+    drop(client);
+    anyhow::bail!("connection closed")
+}
+
+/// A pooled connection whose queries are prepared once per connection and counted.
+pub struct Client {
+    object: deadpool_postgres::Object,
+    round_trips: Arc<AtomicU64>,
+}
+
+type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
+
+impl Client {
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> anyhow::Result<Vec<tokio_postgres::Row>> {
+        let statement = self.object.prepare_cached(sql).await?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(self.object.query(&statement, params).await?)
+    }
+
+    pub async fn query_opt(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> anyhow::Result<Option<tokio_postgres::Row>> {
+        Ok(self.query(sql, params).await?.into_iter().next())
+    }
+
+    pub async fn execute(&self, sql: &str, params: Params<'_>) -> anyhow::Result<u64> {
+        let statement = self.object.prepare_cached(sql).await?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(self.object.execute(&statement, params).await?)
+    }
+
+    /// A transaction on this connection (its statements are not counted one by one).
+    pub async fn transaction(&mut self) -> anyhow::Result<deadpool_postgres::Transaction<'_>> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(self.object.transaction().await?)
+    }
+}
