@@ -21,11 +21,11 @@ PAGES = 200
 PARALLEL = 8
 
 
-def page_urls(origins: list[str]) -> list[str]:
+def page_urls(origins: list[str], count: int = PAGES) -> list[str]:
     pages = [(name, page) for name, folder in CORPORA.items()
              for page in sorted(os.listdir(os.path.join(SHARED, "corpus", folder)))]
     return [f"{origins[i % len(origins)]}/{pages[i % len(pages)][0]}/{pages[i % len(pages)][1]}/source.html"
-            for i in range(PAGES)]
+            for i in range(count)]
 
 
 def crawl_until_done(api: str, args: dict, poll: float = 0.05) -> tuple[dict, dict, float]:

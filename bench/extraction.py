@@ -81,8 +81,8 @@ def serve_corpus() -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def start_webpilot(binary: str, data_dir: str):
-    env = dict(os.environ, WEBPILOT_FETCH_ALLOW="127.0.0.1", WEBPILOT_LOG="info")
+def start_webpilot(binary: str, data_dir: str, extra_env: dict | None = None):
+    env = dict(os.environ, WEBPILOT_FETCH_ALLOW="127.0.0.1", WEBPILOT_LOG="info", **(extra_env or {}))
     proc = subprocess.Popen([binary, "--port", "0", "--data-dir", data_dir, "serve"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stderr:

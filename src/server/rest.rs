@@ -199,6 +199,15 @@ async fn metrics(State(app): State<App>) -> Response {
             app.browser.pool.egress_refused() as f64,
         ),
     ];
+    // Only with PostgreSQL: SQLite calls are not round trips.
+    let queries = app.crawler.store_round_trips().map(|queries| {
+        Gauge::total(
+            "webpilot_crawl_database_queries_total",
+            "Queries this instance sent to the shared crawl database.",
+            queries as f64,
+        )
+    });
+    let gauges: Vec<Gauge> = gauges.into_iter().chain(queries).collect();
     let text = app.registry.metrics().render(&gauges);
     (
         [(
