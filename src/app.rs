@@ -11,6 +11,7 @@ use crate::agent::Agent;
 use crate::agent::conversations::Conversations;
 use crate::browser::BrowserService;
 use crate::capability::{LiveLinks, PublicUrl};
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::files::FileRoots;
@@ -25,6 +26,8 @@ use crate::web::WebService;
 pub struct App {
     /// This process's name among instances sharing a database: random per start.
     pub instance: String,
+    /// Membership of the instances sharing PostgreSQL, for a served instance with a database.
+    pub cluster: Option<Arc<Cluster>>,
     pub config: Arc<Config>,
     pub browser: Arc<BrowserService>,
     pub registry: Arc<Registry>,
@@ -84,6 +87,19 @@ impl App {
             None => None,
         };
         let instance = instance_id();
+        let cluster = match (&database, &config.instance_url) {
+            (Some(database), Some(url)) => Some(
+                Cluster::join(
+                    database.clone(),
+                    instance.clone(),
+                    url.clone(),
+                    stop.clone(),
+                    &tasks,
+                )
+                .await?,
+            ),
+            _ => None,
+        };
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
             database,
@@ -119,6 +135,7 @@ impl App {
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
             instance,
+            cluster,
             config,
             browser,
             registry,

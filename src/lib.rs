@@ -14,6 +14,7 @@
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
 //! - [`crawl`]: batch crawl tasks — bounded parallelism, a SQLite or PostgreSQL store with
 //!   leases shared by instances, progress events.
+//! - [`cluster`]: instances sharing PostgreSQL — heartbeats, which instance holds which session.
 //! - [`postgres`]: the PostgreSQL pool, migrations and `LISTEN`, when `--database-url` is set.
 //! - [`pages`]: reading one page as a service — HTTP or a browser render, extraction, paging.
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
@@ -34,6 +35,7 @@ pub mod agent;
 pub mod app;
 pub mod browser;
 pub mod capability;
+pub mod cluster;
 pub mod config;
 pub mod crawl;
 pub mod egress;

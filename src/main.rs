@@ -203,11 +203,22 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<ExitCode> {
+async fn serve(mut config: Config) -> anyhow::Result<ExitCode> {
     let address = std::net::SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
+    if config.database_url.is_some() && config.instance_url.is_none() {
+        // The other instances forward calls for this one's sessions here.
+        let bound = listener.local_addr()?;
+        if bound.ip().is_unspecified() {
+            anyhow::bail!(
+                "--instance-url is needed with --database-url when listening on {bound}: \
+                 the other instances must know where to reach this one"
+            );
+        }
+        config.instance_url = Some(format!("http://{bound}"));
+    }
     let eager = config.eager_browser;
     let app = App::new(config).await?;
     webpilot::server::cancel_on_signal(app.stop.clone());

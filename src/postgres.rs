@@ -20,7 +20,7 @@ const MIGRATION_LOCK: i64 = 0x7765_6270_696c_6f74;
 /// Wait before reconnecting a lost `LISTEN` connection.
 const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 
-/// A schema step: its version (applied in order, once per database) and its SQL.
+/// A schema step of one component: its version (applied in order, once per database) and its SQL.
 pub type Migration = (i32, &'static str);
 
 /// A pool on one PostgreSQL database.
@@ -80,7 +80,7 @@ impl Database {
 
     /// Applies the steps of `migrations` this database has not seen, in one transaction each,
     /// under an advisory lock so instances starting together migrate once.
-    pub async fn migrate(&self, migrations: &[Migration]) -> anyhow::Result<()> {
+    pub async fn migrate(&self, component: &str, migrations: &[Migration]) -> anyhow::Result<()> {
         let mut client = self.client().await?;
         let connection = &mut client.object;
         connection
@@ -95,16 +95,18 @@ impl Database {
                 connection
                     .batch_execute(
                         "CREATE TABLE webpilot_migrations (
-                             version INTEGER PRIMARY KEY,
-                             applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                             component TEXT NOT NULL,
+                             version INTEGER NOT NULL,
+                             applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                             PRIMARY KEY (component, version))",
                     )
                     .await?;
             }
             for (version, sql) in migrations {
                 let seen = connection
                     .query_opt(
-                        "SELECT 1 FROM webpilot_migrations WHERE version = $1",
-                        &[version],
+                        "SELECT 1 FROM webpilot_migrations WHERE component = $1 AND version = $2",
+                        &[&component, version],
                     )
                     .await?
                     .is_some();
@@ -115,12 +117,12 @@ impl Database {
                 transaction.batch_execute(sql).await?;
                 transaction
                     .execute(
-                        "INSERT INTO webpilot_migrations (version) VALUES ($1)",
-                        &[version],
+                        "INSERT INTO webpilot_migrations (component, version) VALUES ($1, $2)",
+                        &[&component, version],
                     )
                     .await?;
                 transaction.commit().await?;
-                tracing::info!(version, "database migrated");
+                tracing::info!(component, version, "database migrated");
             }
             anyhow::Ok(())
         }

@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::Html;
 use axum::routing::get;
-use common::{call_at, eventually, get_json, postgres, spawn_service_with};
+use common::{call_at, client, eventually, get_json, postgres, spawn_service_with};
 use serde_json::{Value, json};
 
 /// What the crawled site saw: requests in flight now and at most, and every request's page and
@@ -81,6 +81,10 @@ struct Instance {
 
 impl Instance {
     fn start(database: &str, agent: &str) -> Self {
+        Self::start_with(database, agent, &[])
+    }
+
+    fn start_with(database: &str, agent: &str, extra: &[(&str, &str)]) -> Self {
         let (data, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let config = data.path().join("webpilot.toml");
         std::fs::write(
@@ -90,10 +94,11 @@ impl Instance {
             ),
         )
         .unwrap();
-        let env = [
+        let mut env = vec![
             ("WEBPILOT_DATABASE_URL", database),
             ("WEBPILOT_CONFIG", config.to_str().unwrap()),
         ];
+        env.extend_from_slice(extra);
         let (child, api) = spawn_service_with(data.path(), tmp.path(), &env);
         Self {
             child,
@@ -236,4 +241,238 @@ async fn three_instances_share_a_crawl_and_survive_one_killed() {
         "{progress:?}"
     );
     assert_eq!(progress.last(), Some(&300));
+}
+
+/// The names of the sessions an instance lists as its own.
+async fn sessions_of(api: &str) -> Vec<String> {
+    get_json(&format!("{api}/api/sessions")).await["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A session made through instance A is used through instance B — a navigation, a raw PNG
+/// screenshot, a streamed chat — and each runs in A's browser. Once A is killed, the session
+/// answers BROWSER_UNAVAILABLE through B at once, and the next call of that name starts afresh
+/// on B.
+#[tokio::test]
+async fn a_session_made_on_one_instance_answers_through_another() {
+    let Some(database) = postgres::database() else {
+        return;
+    };
+    let sites = common::harness();
+    let model = format!("{}/v1", sites.fixtures);
+    let llm = [
+        ("WEBPILOT_LLM_BASE_URL", model.as_str()),
+        ("WEBPILOT_LLM_MODEL", "scripted"),
+    ];
+    let mut a = Instance::start_with(&database, "a", &llm);
+    let b = Instance::start_with(&database, "b", &llm);
+    let created: Value = client()
+        .post(format!("{}/api/sessions", a.api))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = created["session"].as_str().expect("a session").to_string();
+
+    let page = sites.page("article.html");
+    let (status, navigated) = call_at(
+        &b.api,
+        "browser_navigate",
+        json!({ "session": session, "target": page }),
+    )
+    .await;
+    assert_eq!(status, 200, "{navigated:#}");
+    assert_eq!(sessions_of(&a.api).await, [session.clone()]);
+    assert!(sessions_of(&b.api).await.is_empty(), "B opened no session");
+
+    let shot = client()
+        .post(format!("{}/api/tools/browser_screenshot", b.api))
+        .header("accept", "image/png")
+        .json(&json!({ "session": session }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shot.status(), 200);
+    assert_eq!(shot.headers()["content-type"], "image/png");
+    assert!(
+        shot.bytes()
+            .await
+            .unwrap()
+            .starts_with(b"\x89PNG\r\n\x1a\n")
+    );
+
+    let chat = client()
+        .post(format!("{}/api/chat", b.api))
+        .json(&json!({
+            "messages": [{ "role": "user", "content": "look" }],
+            "session": session,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.headers()["content-type"], "text/event-stream");
+    let events = chat.text().await.unwrap();
+    let result = events
+        .split("\n\n")
+        .find(|block| block.starts_with("event: tool_result"))
+        .unwrap_or_else(|| panic!("no tool_result: {events}"));
+    assert!(
+        result.contains(&page),
+        "the screenshot was of A's page: {result}"
+    );
+    assert!(events.contains("event: done"), "{events}");
+
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let asked = std::time::Instant::now();
+    let (status, gone) = call_at(&b.api, "browser_read", json!({ "session": session })).await;
+    assert_eq!(
+        (status, gone["error"]["code"].as_str()),
+        (503, Some("BROWSER_UNAVAILABLE")),
+        "{gone:#}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(
+        gone["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("new session")
+    );
+    let (status, fresh) = call_at(
+        &b.api,
+        "browser_navigate",
+        json!({ "session": session, "target": page }),
+    )
+    .await;
+    assert_eq!(status, 200, "{fresh:#}");
+    assert_eq!(sessions_of(&b.api).await, [session]);
+}
+
+/// nginx (Debian's) round-robin in front of two instances: 20 sessions, 5 calls each, all at
+/// once, every call answered, the sessions spread over both instances.
+#[tokio::test]
+async fn twenty_sessions_through_a_round_robin_nginx() {
+    let Some(database) = postgres::database() else {
+        return;
+    };
+    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|path| std::path::Path::new(path).exists())
+    else {
+        eprintln!("nginx is not installed (scripts/setup installs it); nginx test skipped");
+        return;
+    };
+    let sites = common::harness();
+    let (a, b) = (
+        Instance::start(&database, "a"),
+        Instance::start(&database, "b"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Its workers run as nobody when the tests run as root.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (here, upstream_a, upstream_b) = (
+        dir.path().display(),
+        a.api.trim_start_matches("http://"),
+        b.api.trim_start_matches("http://"),
+    );
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1;\nerror_log {here}/error.log;\npid {here}/nginx.pid;\nevents {{}}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {here}/body;\n  proxy_temp_path {here}/proxy;\n\
+             fastcgi_temp_path {here}/fastcgi;\n  uwsgi_temp_path {here}/uwsgi;\n  scgi_temp_path {here}/scgi;\n\
+             upstream webpilot {{ server {upstream_a}; server {upstream_b}; }}\n\
+             server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://webpilot;\n\
+             proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_buffering off;\n\
+             proxy_read_timeout 120s;\n    }}\n  }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let mut server = std::process::Command::new(nginx)
+        .args(["-p"])
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&conf)
+        .args(["-g", "daemon off;"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nginx starts");
+    let front = format!("http://127.0.0.1:{port}");
+    eventually("nginx answers", Duration::from_secs(10), || {
+        let front = front.clone();
+        async move {
+            client()
+                .get(format!("{front}/healthz"))
+                .send()
+                .await
+                .is_ok()
+        }
+    })
+    .await;
+
+    let page = sites.page("article.html");
+    let sessions = (0..20).map(|_| {
+        let (front, page) = (front.clone(), page.clone());
+        tokio::spawn(async move {
+            let created: Value = client()
+                .post(format!("{front}/api/sessions"))
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let session = created["session"].as_str().expect("a session").to_string();
+            let calls = [
+                (
+                    "browser_navigate",
+                    json!({ "session": session, "target": page }),
+                ),
+                (
+                    "browser_read",
+                    json!({ "session": session, "mode": "elements" }),
+                ),
+                ("browser_read", json!({ "session": session })),
+                ("browser_screenshot", json!({ "session": session })),
+                ("browser_tabs", json!({ "session": session })),
+            ];
+            for (tool, args) in calls {
+                let (status, answer) = call_at(&front, tool, args).await;
+                assert_eq!(status, 200, "{tool} in {session}: {answer:#}");
+            }
+        })
+    });
+    for session in sessions.collect::<Vec<_>>() {
+        session.await.unwrap();
+    }
+    let (on_a, on_b) = (
+        sessions_of(&a.api).await.len(),
+        sessions_of(&b.api).await.len(),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(on_a + on_b, 20, "{on_a} + {on_b}");
+    assert!(on_a > 0 && on_b > 0, "{on_a} on A, {on_b} on B");
 }

@@ -12,6 +12,7 @@ mod live;
 pub mod mcp;
 mod openapi;
 mod rest;
+mod routing;
 mod sessions;
 pub mod skill;
 
@@ -34,6 +35,7 @@ const ANSWER_GRACE: Duration = Duration::from_secs(3);
 pub fn router(app: App) -> Router {
     let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone());
     let mcp = mcp_service(&app);
+    let routing = app.clone();
     chat::routes(app.clone())
         .merge(conversations::routes(app.clone()))
         .merge(crawler::routes(app.clone()))
@@ -42,6 +44,11 @@ pub fn router(app: App) -> Router {
         .merge(console::routes())
         .nest_service("/mcp", mcp)
         .merge(rest::routes(app))
+        // Inside auth: a forwarded call carries the caller's key and is checked again there.
+        .layer(axum::middleware::from_fn_with_state(
+            routing,
+            routing::route,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_token,

@@ -24,7 +24,7 @@ use crate::tools::{Caller, ToolOutput};
 
 /// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
 /// per 3), plus the other arguments.
-fn tool_body_limit(app: &App) -> usize {
+pub(super) fn tool_body_limit(app: &App) -> usize {
     let inline = app.config.files.max_bytes.div_ceil(3) * 4;
     usize::try_from(inline)
         .unwrap_or(usize::MAX)

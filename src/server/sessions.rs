@@ -92,7 +92,14 @@ async fn create(
             label: options.own.name.map(checked_label).transpose()?,
             identity: options.identity,
         };
-        app.browser.create_private(&tenant, extras).await
+        let session = app.browser.create_private(&tenant, extras).await?;
+        if let Some(cluster) = &app.cluster
+            && let Err(error) = cluster.hold(tenant.name(), &session).await
+        {
+            // Still usable through this instance.
+            tracing::warn!(%error, "cannot record a new session in the cluster");
+        }
+        Ok::<_, ToolError>(session)
     }
     .await;
     json_or_error(created.map(|session| json!({ "session": session })))

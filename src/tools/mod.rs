@@ -42,7 +42,9 @@ use crate::pages::Pages;
 use crate::tenant::{Tenant, Tenants};
 use crate::web::WebService;
 
-pub use call::{Call, LiveLink, PersonTimeoutMs, SessionName, TimeoutMs, check_caller_session};
+pub use call::{
+    Call, DEFAULT_SESSION, LiveLink, PersonTimeoutMs, SessionName, TimeoutMs, check_caller_session,
+};
 
 /// Who makes a call: the tenant its key opened, and the front's default session (REST header,
 /// chat request, MCP connection) for calls that name none.

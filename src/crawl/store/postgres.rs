@@ -68,7 +68,7 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Migrates the database to this version's schema.
     pub async fn open(database: Database) -> anyhow::Result<Self> {
-        database.migrate(&MIGRATIONS).await?;
+        database.migrate("crawl", &MIGRATIONS).await?;
         Ok(Self { database })
     }
 }

@@ -1,0 +1,234 @@
+//! Instances sharing one PostgreSQL: each announces itself (id, URL, heartbeat) and records the
+//! browser sessions it holds, so that a call for a session reaching another instance (behind a
+//! round-robin load balancer) is sent on to the instance holding it, and a session whose
+//! instance died is reported as gone rather than waited for.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::postgres::{Database, Migration};
+
+/// How often an instance says it is alive.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+/// An instance silent for longer is taken for dead (three missed heartbeats).
+const ALIVE_WITHIN_MS: f64 = 6_000.0;
+/// How long a forwarded call may take to reach its instance.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+const MIGRATIONS: [Migration; 1] = [(
+    1,
+    "CREATE TABLE webpilot_instances (
+         id TEXT PRIMARY KEY,
+         url TEXT NOT NULL,
+         heartbeat TIMESTAMPTZ NOT NULL DEFAULT now()
+     );
+     CREATE TABLE browser_sessions (
+         tenant TEXT NOT NULL,
+         name TEXT NOT NULL,
+         instance TEXT NOT NULL,
+         created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+         PRIMARY KEY (tenant, name)
+     );
+     CREATE INDEX browser_sessions_by_instance ON browser_sessions (instance);",
+)];
+
+/// Where a session lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// In this instance (now, or from this call on).
+    Here,
+    /// In another live instance, reached at `url`.
+    Elsewhere { instance: String, url: String },
+    /// In an instance that stopped answering; its pages are gone. The record is dropped, so the
+    /// next call of that name starts a new session.
+    Gone { instance: String },
+}
+
+/// This instance's membership.
+pub struct Cluster {
+    database: Database,
+    /// This instance's id and the URL the others reach it at.
+    instance: String,
+    url: String,
+    /// Sessions recorded as this instance's: their calls need no query.
+    held: Mutex<HashSet<(String, String)>>,
+    /// Sends calls on to other instances.
+    client: reqwest::Client,
+}
+
+impl Cluster {
+    /// Migrates, announces this instance, and keeps announcing it until `stop`; then withdraws
+    /// it and its sessions (which close with its browser).
+    pub async fn join(
+        database: Database,
+        instance: String,
+        url: String,
+        stop: CancellationToken,
+        tasks: &TaskTracker,
+    ) -> anyhow::Result<Arc<Self>> {
+        database.migrate("cluster", &MIGRATIONS).await?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let cluster = Arc::new(Self {
+            database,
+            instance,
+            url,
+            held: Mutex::default(),
+            client,
+        });
+        cluster.beat().await?;
+        let beating = cluster.clone();
+        tasks.spawn(async move {
+            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {
+                        if let Err(error) = beating.beat().await {
+                            tracing::warn!(%error, "cannot send this instance's heartbeat");
+                        }
+                    }
+                    () = stop.cancelled() => break,
+                }
+            }
+            if let Err(error) = beating.leave().await {
+                tracing::warn!(%error, "cannot withdraw this instance");
+            }
+        });
+        tracing::info!(instance = %cluster.instance, url = %cluster.url, "joined the cluster");
+        Ok(cluster)
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The client that sends calls on to other instances.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    async fn beat(&self) -> anyhow::Result<()> {
+        self.database
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO webpilot_instances (id, url) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET url = $2, heartbeat = now()",
+                &[&self.instance, &self.url],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn leave(&self) -> anyhow::Result<()> {
+        let client = self.database.client().await?;
+        client
+            .execute(
+                "DELETE FROM browser_sessions WHERE instance = $1",
+                &[&self.instance],
+            )
+            .await?;
+        client
+            .execute(
+                "DELETE FROM webpilot_instances WHERE id = $1",
+                &[&self.instance],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Where `tenant`'s session `name` lives; a session no instance holds becomes this one's.
+    pub async fn holder(&self, tenant: &str, name: &str) -> anyhow::Result<Holder> {
+        let key = (tenant.to_string(), name.to_string());
+        if self.is_held(&key) {
+            return Ok(Holder::Here);
+        }
+        let client = self.database.client().await?;
+        let claimed = client
+            .query_opt(
+                "INSERT INTO browser_sessions (tenant, name, instance) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant, name) DO NOTHING RETURNING instance",
+                &[&tenant, &name, &self.instance],
+            )
+            .await?;
+        if claimed.is_some() {
+            self.hold_locally(key);
+            return Ok(Holder::Here);
+        }
+        let row = client
+            .query_opt(
+                "SELECT s.instance, i.url,
+                        COALESCE(i.heartbeat > now() - $3 * interval '1 millisecond', false)
+                 FROM browser_sessions s LEFT JOIN webpilot_instances i ON i.id = s.instance
+                 WHERE s.tenant = $1 AND s.name = $2",
+                &[&tenant, &name, &ALIVE_WITHIN_MS],
+            )
+            .await?;
+        let Some(row) = row else {
+            // Dropped in between: take it.
+            return Box::pin(self.holder(tenant, name)).await;
+        };
+        let (instance, url, alive): (String, Option<String>, bool) =
+            (row.get(0), row.get(1), row.get(2));
+        if instance == self.instance {
+            self.hold_locally(key);
+            return Ok(Holder::Here);
+        }
+        match url {
+            Some(url) if alive => Ok(Holder::Elsewhere { instance, url }),
+            _ => {
+                self.forget_on(tenant, name, &instance).await?;
+                Ok(Holder::Gone { instance })
+            }
+        }
+    }
+
+    /// Records a session created here.
+    pub async fn hold(&self, tenant: &str, name: &str) -> anyhow::Result<()> {
+        self.database
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO browser_sessions (tenant, name, instance) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant, name) DO UPDATE SET instance = $3, created_at = now()",
+                &[&tenant, &name, &self.instance],
+            )
+            .await?;
+        self.hold_locally((tenant.to_string(), name.to_string()));
+        Ok(())
+    }
+
+    /// Drops the record of a session `instance` held (closed, or lost with its instance).
+    pub async fn forget_on(&self, tenant: &str, name: &str, instance: &str) -> anyhow::Result<()> {
+        self.database
+            .client()
+            .await?
+            .execute(
+                "DELETE FROM browser_sessions WHERE tenant = $1 AND name = $2 AND instance = $3",
+                &[&tenant, &name, &instance],
+            )
+            .await?;
+        if instance == self.instance {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.remove(&(tenant.to_string(), name.to_string()));
+        }
+        Ok(())
+    }
+
+    fn is_held(&self, key: &(String, String)) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.contains(key)
+    }
+
+    fn hold_locally(&self, key: (String, String)) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(key);
+    }
+}

@@ -1,0 +1,187 @@
+//! Session routing between instances sharing a database: a call for a browser session held by
+//! another instance is sent on to it (method, path, headers with the caller's credentials, body;
+//! the answer streamed back, so SSE passes through), one this instance holds or nobody holds runs
+//! here, and one whose instance died answers `BROWSER_UNAVAILABLE` at once. With this, any
+//! round-robin load balancer can stand in front of the instances.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::sync::Arc;
+
+use super::rest::{SESSION_HEADER, error_response};
+use crate::app::App;
+use crate::cluster::{Cluster, Holder};
+use crate::error::{ErrorCode, ToolError};
+use crate::tenant::Tenant;
+use crate::tools::{DEFAULT_SESSION, Scope};
+
+/// Marks a call another instance sent on: it runs here, whatever the records say (no loops).
+pub const FORWARDED_HEADER: &str = "x-webpilot-forwarded-by";
+
+/// Headers that belong to one connection, not to the call.
+const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+];
+
+/// Which session a call is for, if it is one the routing cares about.
+enum Target {
+    /// A call whose session is named in its JSON body (`session`), else in the session header,
+    /// else the default one.
+    InBody,
+    /// `DELETE /api/sessions/{name}`.
+    Closing(String),
+    /// Anything else runs here.
+    Local,
+}
+
+fn target(app: &App, method: &Method, path: &str) -> Target {
+    if method == Method::POST {
+        if path == "/api/chat" {
+            return Target::InBody;
+        }
+        if let Some(tool) = path.strip_prefix("/api/tools/") {
+            let browser = app
+                .registry
+                .specs()
+                .iter()
+                .any(|spec| spec.name == tool && spec.scope == Scope::Browser);
+            return if browser {
+                Target::InBody
+            } else {
+                Target::Local
+            };
+        }
+    }
+    if method == Method::DELETE
+        && let Some(name) = path.strip_prefix("/api/sessions/")
+    {
+        return Target::Closing(name.to_string());
+    }
+    Target::Local
+}
+
+/// The session a call names: `session` in its body, the session header, or the default one.
+fn session_of(headers: &HeaderMap, body: &[u8]) -> String {
+    let named = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|args| args.get("session")?.as_str().map(str::to_string))
+        .filter(|s| !s.is_empty());
+    named
+        .or_else(|| {
+            let header = headers.get(SESSION_HEADER)?.to_str().ok()?;
+            (!header.is_empty()).then(|| header.to_string())
+        })
+        .unwrap_or_else(|| DEFAULT_SESSION.to_string())
+}
+
+/// The middleware (after authentication, which puts the caller's tenant in the request).
+pub(super) async fn route(State(app): State<App>, request: Request, next: Next) -> Response {
+    let Some(cluster) = app.cluster.clone() else {
+        return next.run(request).await;
+    };
+    let tenant = request.extensions().get::<Arc<Tenant>>().cloned();
+    let (Some(tenant), false) = (tenant, request.headers().contains_key(FORWARDED_HEADER)) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let (closing, limit) = match target(&app, &parts.method, parts.uri.path()) {
+        Target::Local => return next.run(Request::from_parts(parts, body)).await,
+        Target::Closing(name) => (Some(name), 1 << 20),
+        // A tool call's body may carry a file inline (base64).
+        Target::InBody => (None, super::rest::tool_body_limit(&app)),
+    };
+    let body = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let error = ToolError::invalid(format!("cannot read the request body: {error}"));
+            return error_response(&error);
+        }
+    };
+    let session = closing.unwrap_or_else(|| session_of(&parts.headers, &body));
+    match cluster.holder(tenant.name(), &session).await {
+        Ok(Holder::Here) => {
+            let closing = parts.method == Method::DELETE;
+            let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+            if closing && response.status().is_success() {
+                let _ = cluster
+                    .forget_on(tenant.name(), &session, cluster.instance())
+                    .await;
+            }
+            response
+        }
+        Ok(Holder::Elsewhere { instance, url }) => {
+            match forward(&cluster, parts, body, &url).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::warn!(%instance, %url, %error, "cannot reach the instance holding a session");
+                    // Nothing listens there: the instance is gone before its heartbeat says so.
+                    if error.is_connect() {
+                        let _ = cluster.forget_on(tenant.name(), &session, &instance).await;
+                    }
+                    error_response(&unavailable(&session, &instance))
+                }
+            }
+        }
+        Ok(Holder::Gone { instance }) => error_response(&unavailable(&session, &instance)),
+        Err(error) => {
+            // Without the shared records, this instance still serves what it holds.
+            tracing::warn!(%error, "session records unavailable; running the call here");
+            next.run(Request::from_parts(parts, Body::from(body))).await
+        }
+    }
+}
+
+fn unavailable(session: &str, instance: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::BrowserUnavailable,
+        format!("session {session:?} lived on instance {instance}, which stopped answering"),
+    )
+    .with_hint(
+        "its pages and cookies are gone: call again to start a new session of that name \
+         (load a saved profile with browser_cookies to log in again)",
+    )
+}
+
+/// Sends the call on to the instance at `url` and streams its answer back.
+async fn forward(
+    cluster: &Cluster,
+    parts: Parts,
+    body: Bytes,
+    url: &str,
+) -> reqwest::Result<Response> {
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut request = cluster
+        .client()
+        .request(parts.method, format!("{}{path}", url.trim_end_matches('/')))
+        .header(FORWARDED_HEADER, cluster.instance())
+        .body(body);
+    for (name, value) in &parts.headers {
+        if !HOP_BY_HOP.contains(name) {
+            request = request.header(name, value);
+        }
+    }
+    let answer = request.send().await?;
+    let mut response = Response::builder().status(answer.status());
+    for (name, value) in answer.headers() {
+        if !HOP_BY_HOP.contains(name) {
+            response = response.header(name, value);
+        }
+    }
+    Ok(response
+        .body(Body::from_stream(answer.bytes_stream()))
+        .unwrap_or_else(|error| {
+            error_response(&ToolError::internal(format!("forwarded answer: {error}")))
+        })
+        .into_response())
+}
