@@ -6,7 +6,7 @@
 
 mod store;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::{Notify, Semaphore, broadcast};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -165,8 +165,9 @@ pub struct Crawler {
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
-    /// Tasks this instance is working on.
-    runners: Mutex<HashSet<String>>,
+    /// Tasks this instance is working on, each with what wakes it when an item of the task
+    /// finished anywhere (a host slot may be free).
+    runners: Mutex<HashMap<String, Arc<Notify>>>,
     /// Serialises "record an outcome, announce it" so progress numbers go out in order.
     finishing: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
@@ -226,7 +227,7 @@ impl Crawler {
             config,
             hosts: Mutex::new(HashMap::new()),
             channels: Mutex::new(HashMap::new()),
-            runners: Mutex::new(HashSet::new()),
+            runners: Mutex::new(HashMap::new()),
             finishing: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(0),
             stop,
@@ -352,12 +353,14 @@ impl Crawler {
     /// Starts working on task `id` unless this instance already is.
     fn spawn(self: &Arc<Self>, id: String) {
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
-        if self.stop.is_cancelled() || !runners.insert(id.clone()) {
+        if self.stop.is_cancelled() || runners.contains_key(&id) {
             return;
         }
+        let finished_elsewhere = Arc::new(Notify::new());
+        runners.insert(id.clone(), finished_elsewhere.clone());
         let crawler = self.clone();
         self.tasks.spawn(async move {
-            if let Err(error) = crawler.run(&id).await {
+            if let Err(error) = crawler.run(&id, &finished_elsewhere).await {
                 tracing::error!(task = %id, %error, "crawl task stopped");
             }
             let mut runners = crawler.runners.lock().unwrap_or_else(|e| e.into_inner());
@@ -366,7 +369,7 @@ impl Crawler {
     }
 
     /// Claims and reads the task's items until none is pending, then concludes it.
-    async fn run(self: &Arc<Self>, id: &str) -> anyhow::Result<()> {
+    async fn run(self: &Arc<Self>, id: &str, finished_elsewhere: &Notify) -> anyhow::Result<()> {
         let Some(task) = self.store.task(id).await? else {
             return Ok(());
         };
@@ -408,8 +411,10 @@ impl Crawler {
                 Claim::Empty => break,
                 Claim::Busy => {
                     drop(permit);
+                    // Whichever instance's item finishes first, this one competes for the slot.
                     tokio::select! {
                         Some(_) = running.join_next(), if !running.is_empty() => {}
+                        () = finished_elsewhere.notified() => {}
                         () = tokio::time::sleep(BUSY_POLL) => {}
                         () = self.stopped() => break,
                     }
@@ -558,10 +563,18 @@ impl Crawler {
         }
     }
 
-    /// Hands an event to this instance's subscribers.
+    /// Hands an event to this instance's subscribers, and wakes its runner of the task.
     fn broadcast(&self, event: CrawlEvent) {
         let (CrawlEvent::Progress { task_id, .. } | CrawlEvent::Done { task_id, .. }) = &event;
         let id = task_id.clone();
+        if let Some(runner) = self
+            .runners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            runner.notify_one();
+        }
         let done = matches!(event, CrawlEvent::Done { .. });
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sender) = channels.get(&id) {

@@ -212,10 +212,12 @@ impl CrawlStore for PostgresStore {
     }
 
     async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim> {
-        let client = self.database.client().await?;
         // The item and a free slot of its host are locked together, or nothing is claimed;
         // rows others are claiming right now are skipped, not waited for.
-        let claimed = client
+        let claimed = self
+            .database
+            .client()
+            .await?
             .query_opt(
                 "WITH item AS (
                      SELECT task_id, idx, host FROM crawl_items
@@ -232,30 +234,33 @@ impl CrawlStore for PostgresStore {
                          task_id = item.task_id, idx = item.idx
                      FROM slot, item WHERE s.host = slot.host AND s.slot = slot.slot
                      RETURNING s.slot
+                 ), claimed AS (
+                     UPDATE crawl_items i
+                     SET claimed_by = $2, lease_until = now() + $3 * interval '1 millisecond'
+                     FROM item, held WHERE i.task_id = item.task_id AND i.idx = item.idx
+                     RETURNING i.idx, i.url
                  )
-                 UPDATE crawl_items i
-                 SET claimed_by = $2, lease_until = now() + $3 * interval '1 millisecond'
-                 FROM item, held WHERE i.task_id = item.task_id AND i.idx = item.idx
-                 RETURNING i.idx, i.url",
+                 SELECT idx, url FROM claimed
+                 UNION ALL
+                 SELECT NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM claimed) AND EXISTS (
+                     SELECT 1 FROM crawl_items WHERE task_id = $1 AND state = 'pending')",
                 &[&id, &lease.owner, &(lease_ms(lease) as f64)],
             )
             .await?;
-        if let Some(row) = claimed {
-            return Ok(Claim::Item {
-                index: row.get::<_, i32>(0).max(0) as usize,
-                url: row.get(1),
-            });
-        }
-        let pending = client
-            .query_opt(
-                "SELECT 1 FROM crawl_items WHERE task_id = $1 AND state = 'pending' LIMIT 1",
-                &[&id],
-            )
-            .await?;
-        Ok(if pending.is_some() {
-            Claim::Busy
-        } else {
-            Claim::Empty
+        // One statement whatever it finds: an item, a row of nulls (pending items, none free),
+        // or no row (nothing pending).
+        Ok(match claimed {
+            Some(row) => match (
+                row.get::<_, Option<i32>>(0),
+                row.get::<_, Option<String>>(1),
+            ) {
+                (Some(index), Some(url)) => Claim::Item {
+                    index: index.max(0) as usize,
+                    url,
+                },
+                _ => Claim::Busy,
+            },
+            None => Claim::Empty,
         })
     }
 
