@@ -223,11 +223,13 @@ async fn serve(mut config: Config) -> anyhow::Result<ExitCode> {
     let app = App::new(config).await?;
     webpilot::server::cancel_on_signal(app.stop.clone());
     if eager {
-        app.browser
-            .pool
-            .current()
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        for endpoint in 0..app.browser.pool.endpoint_count() {
+            app.browser
+                .pool
+                .current(endpoint)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        }
     }
     tracing::info!("webpilot listening on http://{}", listener.local_addr()?);
     let stopped = app.stop.clone().cancelled_owned();

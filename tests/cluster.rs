@@ -289,7 +289,7 @@ async fn a_session_made_on_one_instance_answers_through_another() {
     )
     .await;
     assert_eq!(status, 200, "{navigated:#}");
-    assert_eq!(sessions_of(&a.api).await, [session.clone()]);
+    assert_eq!(sessions_of(&a.api).await, std::slice::from_ref(&session));
     assert!(sessions_of(&b.api).await.is_empty(), "B opened no session");
 
     let shot = client()
@@ -475,4 +475,160 @@ async fn twenty_sessions_through_a_round_robin_nginx() {
     let _ = server.wait();
     assert_eq!(on_a + on_b, 20, "{on_a} + {on_b}");
     assert!(on_a > 0 && on_b > 0, "{on_a} on A, {on_b} on B");
+}
+
+/// A headless Chromium of its own with its DevTools endpoint on a free port, as a browser host
+/// would run it; killed when dropped.
+struct RemoteChromium {
+    child: std::process::Child,
+    url: String,
+    _profile: tempfile::TempDir,
+}
+
+impl RemoteChromium {
+    async fn start() -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("/usr/bin/chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--remote-debugging-address=127.0.0.1",
+            ])
+            .arg(format!("--remote-debugging-port={port}"))
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromium starts");
+        let url = format!("http://127.0.0.1:{port}");
+        let version = format!("{url}/json/version");
+        eventually(
+            "chromium's DevTools answer",
+            Duration::from_secs(30),
+            || {
+                let version = version.clone();
+                async move { client().get(&version).send().await.is_ok() }
+            },
+        )
+        .await;
+        Self {
+            child,
+            url,
+            _profile: profile,
+        }
+    }
+
+    /// The page targets this browser has open at `url`.
+    async fn pages_at(&self, url: &str) -> usize {
+        let targets = get_json(&format!("{}/json/list", self.url)).await;
+        targets
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["type"] == "page" && t["url"] == url)
+            .count()
+    }
+}
+
+impl Drop for RemoteChromium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sessions of the service at `api` by the browser they live in.
+async fn sessions_by_browser(api: &str) -> HashMap<String, Vec<String>> {
+    let listed = get_json(&format!("{api}/api/sessions")).await;
+    let mut by_browser: HashMap<String, Vec<String>> = HashMap::new();
+    for session in listed["sessions"].as_array().unwrap() {
+        by_browser
+            .entry(session["browser"].as_str().unwrap_or("local").to_string())
+            .or_default()
+            .push(session["session"].as_str().unwrap().to_string());
+    }
+    by_browser
+}
+
+/// Two CDP endpoints (two Chromium processes): ten sessions spread five and five, each browser
+/// holding its five sessions' pages; one browser killed: its sessions answer
+/// BROWSER_UNAVAILABLE at once and leave, and every new session goes to the other browser.
+#[tokio::test]
+async fn sessions_spread_over_two_browsers_and_leave_with_a_dead_one() {
+    let (first, second) = (RemoteChromium::start().await, RemoteChromium::start().await);
+    let endpoints = format!("{},{}", first.url, second.url);
+    let harness = common::start_with(move |_| {
+        let mut config = common::loopback_config();
+        config.browser_url = Some(endpoints);
+        config
+    });
+    let api = harness.api.clone();
+    let page = harness.page("article.html");
+    for n in 0..10 {
+        let args = json!({ "session": format!("spread-{n}"), "target": page });
+        let (status, answer) = call_at(&api, "browser_navigate", args).await;
+        assert_eq!(status, 200, "{answer:#}");
+    }
+    let spread = sessions_by_browser(&api).await;
+    let on_first = spread[&first.url].clone();
+    assert_eq!(
+        (on_first.len(), spread[&second.url].len()),
+        (5, 5),
+        "{spread:?}"
+    );
+    assert_eq!(first.pages_at(&page).await, 5);
+    assert_eq!(second.pages_at(&page).await, 5);
+
+    let mut killed = first;
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    for session in &on_first {
+        // A call already under way when the browser died fails with it; the session leaves at
+        // the first call that finds its browser gone. Every answer is quick.
+        for attempt in 0.. {
+            let asked = std::time::Instant::now();
+            let (status, answer) =
+                call_at(&api, "browser_read", json!({ "session": session })).await;
+            assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (503, Some("BROWSER_UNAVAILABLE")),
+                "{answer:#}"
+            );
+            assert!(
+                asked.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                asked.elapsed()
+            );
+            let message = answer["error"]["message"].as_str().unwrap();
+            if message.contains("does not answer") {
+                assert!(
+                    answer["error"]["hint"]
+                        .as_str()
+                        .unwrap()
+                        .contains("new session")
+                );
+                break;
+            }
+            assert!(attempt < 2, "{session} did not leave: {answer:#}");
+        }
+    }
+    for n in 10..15 {
+        let args = json!({ "session": format!("spread-{n}"), "target": page });
+        let (status, answer) = call_at(&api, "browser_navigate", args).await;
+        assert_eq!(status, 200, "{answer:#}");
+    }
+    let spread = sessions_by_browser(&api).await;
+    assert_eq!(spread.get(&killed.url), None, "{spread:?}");
+    assert_eq!(spread[&second.url].len(), 10, "{spread:?}");
+    assert_eq!(second.pages_at(&page).await, 10);
 }

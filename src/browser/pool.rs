@@ -1,9 +1,11 @@
-//! The one Chromium of this process: launch (or connect), liveness, relaunch and shutdown.
+//! The browsers of this process: one Chromium launched here, or one or more remote CDP
+//! endpoints (`--browser-url a,b,…`); launch (or connect), liveness, relaunch and shutdown.
 //!
-//! A `BrowserHandle` is one browser *generation*. When Chromium dies, its handle is marked dead
-//! (every CDP call racing on it fails at once with `BROWSER_UNAVAILABLE`) and the next call to
-//! `BrowserPool::current` launches a new generation. Sessions notice the new generation and
-//! rebuild their browser context.
+//! A `BrowserHandle` is one browser *generation* of one endpoint. When Chromium dies, its handle
+//! is marked dead (every CDP call racing on it fails at once with `BROWSER_UNAVAILABLE`) and the
+//! next call to `BrowserPool::current` launches (or reconnects) a new generation. Sessions notice
+//! the new generation and rebuild their browser context. A remote endpoint that cannot be
+//! reached is marked down: it gets no new sessions until a probe finds it answering again.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,13 +33,64 @@ const WATCHDOG_INTERVAL_MS: u64 = 250;
 const REMOTE_PING_TIMEOUT_MS: u64 = 3_000;
 /// How long a closing browser gets to exit before it is killed.
 const CLOSE_GRACE_MS: u64 = 3_000;
+/// How long connecting to a remote browser may take (a host that is gone often only times out).
+const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Owns the current browser generation and launches a new one when needed.
-pub struct BrowserPool {
-    config: Arc<Config>,
+/// One place browsers come from.
+struct Endpoint {
+    /// A running browser's DevTools URL; none: Chromium launched here.
+    address: Option<String>,
+    /// Most sessions it takes.
+    cap: Option<usize>,
     /// The live generation, if any. The mutex also serialises launches, so two sessions that
     /// find the browser dead at the same time start only one new Chromium.
     current: Mutex<Option<Arc<BrowserHandle>>>,
+    /// Set while it does not answer: no new sessions go there.
+    down: std::sync::atomic::AtomicBool,
+    /// Whether a generation was ever started (later ones are restarts).
+    started: std::sync::atomic::AtomicBool,
+}
+
+impl Endpoint {
+    fn new(address: Option<String>, cap: Option<usize>) -> Self {
+        Self {
+            address,
+            cap,
+            current: Mutex::new(None),
+            down: Default::default(),
+            started: Default::default(),
+        }
+    }
+}
+
+/// The endpoints the configuration names: `browser_ws`, else each of `browser_url`'s comma list
+/// (`URL` or `URL#N`, N its session cap), else Chromium launched here.
+fn endpoints(config: &Config) -> Vec<Endpoint> {
+    if let Some(ws) = &config.browser_ws {
+        return vec![Endpoint::new(Some(ws.clone()), None)];
+    }
+    let remote: Vec<Endpoint> = config
+        .browser_url
+        .iter()
+        .flat_map(|list| list.split(','))
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| match item.rsplit_once('#') {
+            Some((url, cap)) => Endpoint::new(Some(url.to_string()), cap.parse().ok()),
+            None => Endpoint::new(Some(item.to_string()), None),
+        })
+        .collect();
+    if remote.is_empty() {
+        vec![Endpoint::new(None, None)]
+    } else {
+        remote
+    }
+}
+
+/// Owns every endpoint's current browser generation and starts a new one when needed.
+pub struct BrowserPool {
+    config: Arc<Config>,
+    endpoints: Vec<Endpoint>,
     /// Counts generations; the first launch is generation 1.
     generations: AtomicU64,
     /// The egress proxy every launched browser's connections go through.
@@ -117,8 +170,8 @@ impl BrowserPool {
         let upstream = Upstream::configured(&config).ok().flatten();
         let egress = Egress::through(policy, upstream);
         Self {
+            endpoints: endpoints(&config),
             config,
-            current: Mutex::new(None),
             generations: AtomicU64::new(0),
             guard: Arc::new(DocumentGuard::new(egress.clone())),
             egress,
@@ -132,7 +185,7 @@ impl BrowserPool {
     /// next call starts a fresh one. A long-lived Chromium keeps the heap its busiest moment
     /// needed; a fresh one starts small. Returns whether it closed one.
     pub async fn recycle_if(&self, unused: impl FnOnce() -> bool) -> bool {
-        let mut slot = self.current.lock().await;
+        let mut slot = self.endpoints[0].current.lock().await;
         let launched_here = slot.as_ref().is_some_and(|h| h.pid.is_some());
         if !launched_here || !unused() {
             return false;
@@ -159,9 +212,69 @@ impl BrowserPool {
         self.egress.refused_total()
     }
 
-    /// The live browser, launching (or reconnecting) one if there is none or it died.
-    pub async fn current(&self) -> ToolResult<Arc<BrowserHandle>> {
-        let mut slot = self.current.lock().await;
+    /// How many endpoints there are.
+    pub fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    /// A remote endpoint's address (none for the browser launched here).
+    pub fn endpoint_address(&self, endpoint: usize) -> Option<&str> {
+        self.endpoints.get(endpoint)?.address.as_deref()
+    }
+
+    /// The endpoint a new session goes to, given each endpoint's live sessions: the least busy
+    /// of those that answer and have room.
+    pub fn choose(&self, sessions: &[usize]) -> ToolResult<usize> {
+        let candidates = self
+            .endpoints
+            .iter()
+            .enumerate()
+            .filter(|(index, endpoint)| {
+                let live = sessions.get(*index).copied().unwrap_or(0);
+                !endpoint.down.load(Ordering::SeqCst) && endpoint.cap.is_none_or(|cap| live < cap)
+            });
+        candidates
+            .min_by_key(|(index, _)| sessions.get(*index).copied().unwrap_or(0))
+            .map(|(index, _)| index)
+            .ok_or_else(|| {
+                let down = self
+                    .endpoints
+                    .iter()
+                    .filter(|e| e.down.load(Ordering::SeqCst))
+                    .count();
+                if down == self.endpoints.len() {
+                    unavailable("no browser endpoint answers".into())
+                        .with_hint("check the hosts of --browser-url; call again once one is back")
+                } else {
+                    ToolError::new(
+                        ErrorCode::Limit,
+                        "every browser endpoint that answers has its maximum of sessions",
+                    )
+                    .with_hint("close a session (DELETE /api/sessions/{id}) or wait for idle ones to close")
+                }
+            })
+    }
+
+    /// Probes endpoints marked down and takes back those that answer again.
+    pub async fn probe_down(&self) {
+        for endpoint in &self.endpoints {
+            if let Some(address) = &endpoint.address
+                && endpoint.down.load(Ordering::SeqCst)
+                && remote_answers(address).await
+            {
+                tracing::info!(endpoint = %address, "browser endpoint answers again");
+                endpoint.down.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The live browser of `endpoint`, launching (or reconnecting) one if there is none or it
+    /// died.
+    pub async fn current(&self, endpoint: usize) -> ToolResult<Arc<BrowserHandle>> {
+        let Some(place) = self.endpoints.get(endpoint) else {
+            return Err(unavailable(format!("no browser endpoint {endpoint}")));
+        };
+        let mut slot = place.current.lock().await;
         if self.closed.load(Ordering::SeqCst) {
             return Err(unavailable("webpilot is shutting down".into())
                 .with_hint("call again once the service is back"));
@@ -174,65 +287,95 @@ impl BrowserPool {
         if let Some(dead) = slot.take() {
             tracing::warn!(
                 generation = dead.generation,
+                endpoint = place.address.as_deref().unwrap_or("local"),
                 "browser is gone; starting a new one"
             );
             dead.shutdown().await;
         }
         let generation = self.generations.fetch_add(1, Ordering::SeqCst) + 1;
-        let handle = Arc::new(self.start(generation).await?);
+        let started = self.start(generation, place.address.as_deref()).await;
+        if place.address.is_some() {
+            // A remote browser that cannot be reached gets no new sessions until it answers.
+            place.down.store(started.is_err(), Ordering::SeqCst);
+        }
+        let handle = Arc::new(started?);
+        place.started.store(true, Ordering::SeqCst);
         *slot = Some(handle.clone());
         Ok(handle)
     }
 
-    /// The live browser without starting one.
+    /// The first endpoint's live browser, without starting one.
     pub async fn existing(&self) -> Option<Arc<BrowserHandle>> {
-        self.current.lock().await.clone().filter(|h| h.is_alive())
+        self.endpoints[0]
+            .current
+            .lock()
+            .await
+            .clone()
+            .filter(|h| h.is_alive())
+    }
+
+    /// Every endpoint's live browser, without starting any.
+    pub async fn existing_all(&self) -> Vec<Arc<BrowserHandle>> {
+        let mut live = Vec::new();
+        for endpoint in &self.endpoints {
+            if let Some(handle) = endpoint.current.lock().await.clone()
+                && handle.is_alive()
+            {
+                live.push(handle);
+            }
+        }
+        live
     }
 
     /// How many browsers were started after one died (crash recoveries; not recycling).
     pub fn restarts(&self) -> u64 {
         let generations = self.generations.load(Ordering::SeqCst);
-        generations.saturating_sub(1 + self.recycled())
+        let first = self
+            .endpoints
+            .iter()
+            .filter(|e| e.started.load(Ordering::SeqCst))
+            .count() as u64;
+        generations.saturating_sub(first + self.recycled())
     }
 
-    /// Closes the browser and removes its temporary profile; no browser is launched after.
+    /// Closes the browsers and removes their temporary profiles; none is started after.
     pub async fn shutdown(&self) {
-        let mut slot = self.current.lock().await;
         self.closed.store(true, Ordering::SeqCst);
-        if let Some(handle) = slot.take() {
-            handle.shutdown().await;
+        for endpoint in &self.endpoints {
+            let mut slot = endpoint.current.lock().await;
+            if let Some(handle) = slot.take() {
+                handle.shutdown().await;
+            }
         }
     }
 
     /// Kills a launched browser at once, without waiting: for process exit paths that cannot
     /// run async code (e.g. an `atexit` hook in tests).
     pub fn kill_now(&self) {
-        if let Ok(slot) = self.current.try_lock()
-            && let Some(pid) = slot.as_ref().and_then(|h| h.pid)
-        {
-            // SAFETY: plain syscall on a pid we launched.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        for endpoint in &self.endpoints {
+            if let Ok(slot) = endpoint.current.try_lock()
+                && let Some(pid) = slot.as_ref().and_then(|h| h.pid)
+            {
+                // SAFETY: plain syscall on a pid we launched.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
         }
     }
 
-    async fn start(&self, generation: u64) -> ToolResult<BrowserHandle> {
+    async fn start(&self, generation: u64, remote: Option<&str>) -> ToolResult<BrowserHandle> {
         let cdp_timeout = Duration::from_millis(self.config.cdp_timeout_ms);
-        let remote = self
-            .config
-            .browser_ws
-            .clone()
-            .or_else(|| self.config.browser_url.clone());
         let (browser, handler, profile_dir, default_lane) = match remote {
             Some(url) => {
-                let (browser, handler) =
-                    tokio::time::timeout(cdp_timeout, Browser::connect(url.clone()))
-                        .await
-                        .map_err(|_| {
-                            unavailable(format!("connecting to the browser at {url} timed out"))
-                        })?
-                        .map_err(|e| {
-                            unavailable(format!("cannot connect to the browser at {url}: {e}"))
-                        })?;
+                let address = by_address(url).await;
+                let limit = cdp_timeout.min(REMOTE_CONNECT_TIMEOUT);
+                let (browser, handler) = tokio::time::timeout(limit, Browser::connect(address))
+                    .await
+                    .map_err(|_| {
+                        unavailable(format!("connecting to the browser at {url} timed out"))
+                    })?
+                    .map_err(|e| {
+                        unavailable(format!("cannot connect to the browser at {url}: {e}"))
+                    })?;
                 (browser, handler, None, None)
             }
             None => {
@@ -554,6 +697,41 @@ fn process_running(pid: u32) -> bool {
             .and_then(|(_, rest)| rest.chars().next())
             .is_some_and(|state| state != 'Z' && state != 'X'),
         Err(_) => false,
+    }
+}
+
+/// `url` with its host name resolved to an address: Chromium's DevTools server answers only
+/// requests whose `Host` is an IP address or localhost (against DNS rebinding), so a name such
+/// as `chromium` (a compose service) must not reach it.
+async fn by_address(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_string();
+    };
+    let Some(url::Host::Domain(name)) = parsed.host() else {
+        return url.to_string();
+    };
+    if name.eq_ignore_ascii_case("localhost") {
+        return url.to_string();
+    }
+    let target = (
+        name.to_string(),
+        parsed.port_or_known_default().unwrap_or(80),
+    );
+    let resolved = tokio::net::lookup_host(target)
+        .await
+        .ok()
+        .and_then(|mut addresses| addresses.next());
+    match resolved {
+        Some(address) if parsed.set_ip_host(address.ip()).is_ok() => {
+            let text = parsed.to_string();
+            // Url adds a `/` path to a bare origin; the client appends its own paths.
+            if url.ends_with('/') {
+                text
+            } else {
+                text.trim_end_matches('/').to_string()
+            }
+        }
+        _ => url.to_string(),
     }
 }
 

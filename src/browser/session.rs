@@ -64,6 +64,9 @@ pub struct BrowserService {
 /// A session's tenant name (empty for the operator) and its own name.
 type SessionKey = (String, String);
 
+/// Where a new session lives: its live side and its browser endpoint.
+type Place = (Arc<LiveHub>, usize);
+
 /// One named session. Its `state` mutex is the session's command queue.
 pub struct Session {
     name: String,
@@ -77,6 +80,8 @@ pub struct Session {
     tab_count: std::sync::atomic::AtomicUsize,
     /// Unique among this process's sessions, even of one name over time.
     serial: u64,
+    /// The browser endpoint it lives in (its pages go where that browser goes).
+    endpoint: usize,
     state: Arc<tokio::sync::Mutex<SessionState>>,
     /// Last time a command started or finished; read by the idle reaper.
     last_used: Mutex<Instant>,
@@ -141,6 +146,9 @@ pub struct SessionSummary {
     /// How it presents itself, when it was created with an identity.
     #[serde(skip_serializing_if = "Identity::is_default")]
     pub identity: Identity,
+    /// The remote browser (DevTools URL) it lives in, with `--browser-url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub browser: Option<String>,
 }
 
 /// What a session may be created with besides its name.
@@ -195,6 +203,18 @@ impl BrowserService {
     fn hub(&self) -> Arc<LiveHub> {
         let size = (self.config.viewport_width, self.config.viewport_height);
         LiveHub::new(self.live.clone(), size)
+    }
+
+    /// A new session's place: its live side, and the browser endpoint with the fewest sessions
+    /// of those that answer and have room.
+    fn place(&self, sessions: &HashMap<SessionKey, Arc<Session>>) -> ToolResult<Place> {
+        let mut live = vec![0; self.pool.endpoint_count()];
+        for session in sessions.values() {
+            if let Some(count) = live.get_mut(session.endpoint) {
+                *count += 1;
+            }
+        }
+        Ok((self.hub(), self.pool.choose(&live)?))
     }
 
     /// The live views' counters.
@@ -257,7 +277,11 @@ impl BrowserService {
     ) -> ToolResult<SessionGuard> {
         let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
         let name = format!("_{purpose}-{number}");
-        let session = Session::new(tenant.clone(), name, true, self.hub());
+        let place = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            self.place(&sessions)?
+        };
+        let session = Session::new(tenant.clone(), name, true, place);
         {
             let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
             scratch.retain(|s| s.strong_count() > 0);
@@ -273,7 +297,10 @@ impl BrowserService {
             Ok(state) => state,
             Err(_) => return Err(busy(&session)),
         };
-        let browser = self.pool.current().await?;
+        let browser = match self.pool.current(session.endpoint).await {
+            Ok(browser) => browser,
+            Err(error) => return Err(self.lost_with_its_browser(&session, error)),
+        };
         let mut ticket = None;
         if state
             .browser
@@ -307,6 +334,30 @@ impl BrowserService {
         guard.queued = ticket.as_ref().map_or(Duration::ZERO, |t| t.queued);
         guard.ticket = ticket;
         Ok(guard)
+    }
+
+    /// A session whose remote browser cannot be reached goes with it: its name is free again,
+    /// for a new session on a browser that answers.
+    fn lost_with_its_browser(&self, session: &Arc<Session>, error: ToolError) -> ToolError {
+        let Some(address) = self.pool.endpoint_address(session.endpoint) else {
+            return error;
+        };
+        let key = (session.tenant.name().to_string(), session.name.clone());
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.get(&key).is_some_and(|s| Arc::ptr_eq(s, session)) {
+            sessions.remove(&key);
+        }
+        ToolError::new(
+            ErrorCode::BrowserUnavailable,
+            format!(
+                "session {:?} lived in the browser at {address}, which does not answer: {}",
+                session.name, error.message
+            ),
+        )
+        .with_hint(
+            "its pages and cookies are gone: call again to start a new session of that name \
+             (in a browser that answers)",
+        )
     }
 
     fn guard(
@@ -344,10 +395,16 @@ impl BrowserService {
         }
     }
 
-    /// Chromium's pages now, of every context; none without a browser.
+    /// Chromium's pages now, of every context of every browser; none without a browser.
     pub async fn page_count(&self) -> Option<usize> {
-        let browser = self.pool.existing().await?;
-        list_pages(&browser).await.ok().map(|pages| pages.len())
+        let browsers = self.pool.existing_all().await;
+        let mut count = None;
+        for browser in browsers {
+            if let Ok(pages) = list_pages(&browser).await {
+                *count.get_or_insert(0) += pages.len();
+            }
+        }
+        count
     }
 
     /// The tabs of every session, scratch ones included, as their last call left them.
@@ -422,7 +479,8 @@ impl BrowserService {
         }
         self.room_for_one(&sessions, tenant)?;
         memory?;
-        let session = Session::new(tenant.clone(), name.to_string(), false, self.hub());
+        let place = self.place(&sessions)?;
+        let session = Session::new(tenant.clone(), name.to_string(), false, place);
         sessions.insert(key, session.clone());
         Ok(session)
     }
@@ -452,11 +510,12 @@ impl BrowserService {
         }
         self.room_for_one(&sessions, tenant)?;
         memory?;
+        let place = self.place(&sessions)?;
         let session = Session::with(
             tenant.clone(),
             name.to_string(),
             false,
-            self.hub(),
+            place,
             SessionExtras {
                 identity,
                 ..SessionExtras::default()
@@ -512,7 +571,8 @@ impl BrowserService {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         self.room_for_one(&sessions, tenant)?;
         memory?;
-        let session = Session::with(tenant.clone(), name.clone(), false, self.hub(), extras);
+        let place = self.place(&sessions)?;
+        let session = Session::with(tenant.clone(), name.clone(), false, place, extras);
         sessions.insert((tenant.name().to_string(), name.clone()), session);
         Ok(name)
     }
@@ -530,6 +590,7 @@ impl BrowserService {
                 idle_secs: s.idle_for().as_secs(),
                 busy: s.state.try_lock().is_err(),
                 identity: s.identity.clone(),
+                browser: self.pool.endpoint_address(s.endpoint).map(str::to_string),
             })
             .collect();
         summaries.sort_by(|a, b| a.session.cmp(&b.session));
@@ -609,6 +670,11 @@ impl BrowserService {
         self.every(reap_every, &stop, tasks, move |service| async move {
             service.reap_idle(idle).await
         });
+        if self.pool.endpoint_address(0).is_some() {
+            self.every(ENDPOINT_PROBE_EVERY, &stop, tasks, |service| async move {
+                service.pool.probe_down().await
+            });
+        }
         let sweep_every = Duration::from_millis(self.config.browser_sweep_ms.max(100));
         self.every(sweep_every, &stop, tasks, |service| async move {
             service.sweep().await
@@ -682,10 +748,13 @@ impl BrowserService {
     /// Contexts no session owns, two sweeps in a row, are closed too. A remote browser's
     /// pages and contexts that are not ours are left alone.
     async fn sweep(&self) {
-        let Some(browser) = self.pool.existing().await else {
-            return;
-        };
-        let Ok(targets) = list_pages(&browser).await else {
+        for browser in self.pool.existing_all().await {
+            self.sweep_browser(&browser).await;
+        }
+    }
+
+    async fn sweep_browser(&self, browser: &Arc<BrowserHandle>) {
+        let Ok(targets) = list_pages(browser).await else {
             return;
         };
         let owners = self.owners_by_context();
@@ -699,18 +768,18 @@ impl BrowserService {
         let local = browser.pid().is_some();
         for (context, pages) in by_context {
             match context.as_ref().and_then(|c| owners.get(c)) {
-                Some(session) => self.sweep_session(session, &browser, &pages).await,
+                Some(session) => self.sweep_session(session, browser, &pages).await,
                 None if local => {
                     for page in pages {
                         tracing::info!(target = %page.target_id.inner(), url = %page.url, "closing a page no session owns");
-                        self.close_stray(&browser, page.target_id).await;
+                        self.close_stray(browser, page.target_id).await;
                     }
                 }
                 None => {}
             }
         }
         if local {
-            self.dispose_unowned_contexts(&browser, &owners).await;
+            self.dispose_unowned_contexts(browser, &owners).await;
         }
     }
 
@@ -897,6 +966,9 @@ async fn context_params(
 /// Numbers sessions as they are created.
 static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
+/// How often remote browser endpoints marked down are probed.
+const ENDPOINT_PROBE_EVERY: Duration = Duration::from_secs(2);
+
 impl Session {
     fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
         self.tenant
@@ -905,20 +977,21 @@ impl Session {
             .join(folder_name(&self.name))
     }
 
-    fn new(tenant: Arc<Tenant>, name: String, scratch: bool, live: Arc<LiveHub>) -> Arc<Self> {
-        Self::with(tenant, name, scratch, live, SessionExtras::default())
+    fn new(tenant: Arc<Tenant>, name: String, scratch: bool, place: Place) -> Arc<Self> {
+        Self::with(tenant, name, scratch, place, SessionExtras::default())
     }
 
     fn with(
         tenant: Arc<Tenant>,
         name: String,
         scratch: bool,
-        live: Arc<LiveHub>,
+        (live, endpoint): Place,
         extras: SessionExtras,
     ) -> Arc<Self> {
         let context = ContextMirror::default();
         Arc::new(Self {
             serial: SESSION_SERIAL.fetch_add(1, Ordering::Relaxed),
+            endpoint,
             label: extras.label,
             idle_limit: extras.idle,
             identity: extras.identity,
