@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Crawl throughput of 1, 2 and 3 webpilot instances on one PostgreSQL: one crawl_batch task of
 300 local pages (the shared corpus, two local origins, mode=http, parallel=8) submitted to the
-first instance and worked on by all; pages/s per instance count, and the database round trips
+first instance and worked on by all, `per_host` 16 by default (--per-host); pages/s per instance count, and the database round trips
 per page (the instances' `webpilot_crawl_database_queries_total`, claims that found nothing
 included). PostgreSQL is Debian's, started here in a temporary directory.
 
@@ -23,12 +23,11 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crawl import crawl_until_done, page_urls  # noqa: E402
-from extraction import log, serve_corpus, start_webpilot  # noqa: E402
+from crawl import page_urls  # noqa: E402
+from extraction import call, log, serve_corpus, start_webpilot  # noqa: E402
 
 PAGES = 300
 PARALLEL = 8
-CONFIG = "[crawl]\nmax_urls = 1000\nper_host = 8\n"
 
 
 def free_port() -> int:
@@ -65,6 +64,22 @@ def start_postgres(directory: str) -> tuple[subprocess.Popen, int]:
     return server, port
 
 
+def crawl_to_done(api: str, args: dict) -> tuple[dict, float]:
+    """Starts a task and reads its SSE progress until `done` (no status polling, whose queries
+    would count against the crawl): (the done event, seconds)."""
+    started = time.perf_counter()
+    task = call(api, "crawl_batch", args)
+    with urllib.request.urlopen(f"{api}/api/crawler/tasks/{task['task_id']}/events", timeout=600) as stream:
+        event = None
+        for line in stream:
+            line = line.decode().strip()
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and event == "done":
+                return json.loads(line.split(":", 1)[1]), time.perf_counter() - started
+    raise SystemExit("the event stream ended without done")
+
+
 def queries(api: str) -> float:
     with urllib.request.urlopen(f"{api}/metrics", timeout=30) as response:
         for line in response.read().decode().splitlines():
@@ -73,7 +88,7 @@ def queries(api: str) -> float:
     return 0.0
 
 
-def run(binary: str, port: int, instances: int, database: str, origins: list[str]) -> dict:
+def run(binary: str, port: int, instances: int, database: str, origins: list[str], per_host: int) -> dict:
     subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "webpilot", "-d", "postgres",
                     "-qc", f"CREATE DATABASE {database}"], check=True)
     url = f"postgres://webpilot@127.0.0.1:{port}/{database}"
@@ -84,26 +99,29 @@ def run(binary: str, port: int, instances: int, database: str, origins: list[str
                 data_dir = os.path.join(root, f"instance-{n}")
                 os.makedirs(data_dir)
                 config = os.path.join(data_dir, "webpilot.toml")
-                open(config, "w").write(CONFIG)
+                open(config, "w").write(f"[crawl]\nmax_urls = 1000\nper_host = {per_host}\n")
                 started.append(start_webpilot(binary, data_dir, {"WEBPILOT_DATABASE_URL": url,
                                                                  "WEBPILOT_CONFIG": config}))
             apis = [api for _, api in started]
             before = sum(queries(api) for api in apis)
-            task, status, seconds = crawl_until_done(apis[0], {"urls": page_urls(origins, PAGES),
-                                                               "parallel": PARALLEL, "mode": "http"})
+            done, seconds = crawl_to_done(apis[0], {"urls": page_urls(origins, PAGES),
+                                                     "parallel": PARALLEL, "mode": "http"})
             after = sum(queries(api) for api in apis)
         finally:
             for proc, _ in started:
                 proc.terminate()
                 proc.wait(timeout=30)
     return {"instances": instances, "seconds": round(seconds, 3), "pages_per_second": round(PAGES / seconds, 1),
-            "round_trips_per_page": round((after - before) / PAGES, 2), "status": status["status"]}
+            "round_trips_per_page": round((after - before) / PAGES, 2), "status": done["status"]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", "release", "webpilot"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-host", type=int, default=16,
+                        help="[crawl] per_host; 16 leaves room for 3 instances x parallel 8 on the two origins, "
+                             "8 makes them compete for host slots")
     parser.add_argument("--out", default="/tmp/webpilot-bench/cluster.json")
     args = parser.parse_args()
     origins = [serve_corpus(), serve_corpus()]
@@ -114,7 +132,7 @@ def main():
             # Interleaved, so drift of the machine touches every instance count alike.
             for round_ in range(args.rounds):
                 for instances in results:
-                    result = run(args.bin, port, instances, f"bench_{round_}_{instances}", origins)
+                    result = run(args.bin, port, instances, f"bench_{round_}_{instances}", origins, args.per_host)
                     log(json.dumps(result))
                     results[instances].append(result)
         finally:
@@ -130,7 +148,7 @@ def main():
                         "round_trips_per_page_max": max(trips), "runs": runs})
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump(summary, open(args.out, "w"), indent=2)
-    print(f"| instances | pages/s (median, min–max of {args.rounds}) | DB round trips per page (median, max) |")
+    print(f"| instances (per_host {args.per_host}) | pages/s (median, min–max of {args.rounds}) | DB round trips per page (median, max) |")
     print("|---|---|---|")
     for row in summary:
         print(f"| {row['instances']} | {row['pages_per_second_median']} ({row['pages_per_second_min']}–"

@@ -162,16 +162,7 @@ async fn three_instances_share_a_crawl_and_survive_one_killed() {
     killed.child.wait().unwrap();
     let requested_before_kill = seen.requests.lock().unwrap().len();
 
-    eventually("the task completes", Duration::from_secs(90), || {
-        let (a, id) = (a.clone(), id.clone());
-        async move {
-            call_at(&a, "crawl_status", json!({ "task_id": id }))
-                .await
-                .1["status"]
-                == "completed"
-        }
-    })
-    .await;
+    common::task_reaches(&a, &id, &["completed"], Duration::from_secs(90)).await;
     let report = get_json(&format!("{a}/api/crawler/tasks/{id}")).await;
     let results = report["results"].as_array().unwrap();
     assert_eq!(report["errors"], json!([]), "{report:#}");
@@ -270,16 +261,7 @@ async fn a_session_made_on_one_instance_answers_through_another() {
     ];
     let mut a = Instance::start_with(&database, "a", &llm);
     let b = Instance::start_with(&database, "b", &llm);
-    let created: Value = client()
-        .post(format!("{}/api/sessions", a.api))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = created["session"].as_str().expect("a session").to_string();
+    let session = common::new_session(&a.api).await;
 
     let page = sites.page("article.html");
     let (status, navigated) = call_at(
@@ -435,16 +417,7 @@ async fn twenty_sessions_through_a_round_robin_nginx() {
     let sessions = (0..20).map(|_| {
         let (front, page) = (front.clone(), page.clone());
         tokio::spawn(async move {
-            let created: Value = client()
-                .post(format!("{front}/api/sessions"))
-                .json(&json!({}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let session = created["session"].as_str().expect("a session").to_string();
+            let session = common::new_session(&front).await;
             let calls = [
                 (
                     "browser_navigate",

@@ -44,13 +44,7 @@ async fn crawl_to_completion(api: &str, args: Value, limit: Duration) -> String 
     let (status, created) = call_at(api, "crawl_batch", args).await;
     assert_eq!(status, 200, "{created:#}");
     let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("the task to complete", limit, || {
-        let id = id.clone();
-        async move {
-            call_at(api, "crawl_status", json!({"task_id": id})).await.1["status"] == "completed"
-        }
-    })
-    .await;
+    common::task_reaches(api, &id, &["completed"], limit).await;
     id
 }
 
@@ -304,20 +298,7 @@ async fn crawl_under_way(api: &str, args: Value, done: u64) -> String {
 async fn resumed_pages(data: &std::path::Path, tmp: &std::path::Path, id: &str) -> Vec<Value> {
     let env = [("WEBPILOT_FETCH_ALLOW", "127.0.0.1")];
     let (mut service, api) = spawn_service_with(data, tmp, &env);
-    eventually(
-        "the resumed task completes",
-        Duration::from_secs(60),
-        || {
-            let (api, id) = (api.clone(), id.to_string());
-            async move {
-                call_at(&api, "crawl_status", json!({"task_id": id}))
-                    .await
-                    .1["status"]
-                    == "completed"
-            }
-        },
-    )
-    .await;
+    common::task_reaches(&api, id, &["completed"], Duration::from_secs(60)).await;
     let pages = all_pages(&api, id).await;
     service.kill().unwrap();
     service.wait().unwrap();

@@ -411,10 +411,11 @@ impl Crawler {
                 Claim::Empty => break,
                 Claim::Busy => {
                     drop(permit);
-                    // Whichever instance's item finishes first, this one competes for the slot.
+                    // With items of its own in flight, the next to finish frees a slot here;
+                    // without, an item finishing on any instance may have freed one.
                     tokio::select! {
                         Some(_) = running.join_next(), if !running.is_empty() => {}
-                        () = finished_elsewhere.notified() => {}
+                        () = finished_elsewhere.notified(), if running.is_empty() => {}
                         () = tokio::time::sleep(BUSY_POLL) => {}
                         () = self.stopped() => break,
                     }

@@ -427,17 +427,33 @@ pub async fn result_schema(api: &str, tool: &str) -> Value {
 pub async fn crawl_until_finished(api: &str, args: Value, deadline: Duration) -> String {
     let created = ok_at(api, "crawl_batch", args).await;
     let id = created["task_id"].as_str().unwrap().to_string();
-    eventually("the crawl to finish", deadline, || {
-        let id = id.clone();
-        async move {
-            let status = call_at(api, "crawl_status", json!({ "task_id": id }))
-                .await
-                .1;
-            status["status"] == "completed" || status["status"] == "failed"
-        }
+    task_reaches(api, &id, &["completed", "failed"], deadline).await;
+    id
+}
+
+/// Waits until crawl task `id` on the service at `api` has one of `statuses`.
+pub async fn task_reaches(api: &str, id: &str, statuses: &[&str], deadline: Duration) {
+    eventually("the crawl task to finish", deadline, || async move {
+        let status = call_at(api, "crawl_status", json!({ "task_id": id }))
+            .await
+            .1;
+        statuses.iter().any(|s| status["status"] == *s)
     })
     .await;
-    id
+}
+
+/// A new private session on the service at `api` (`POST /api/sessions`).
+pub async fn new_session(api: &str) -> String {
+    let created: Value = client()
+        .post(format!("{api}/api/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["session"].as_str().expect("a session").to_string()
 }
 
 /// Calls a tool and asserts it failed with `code`.
