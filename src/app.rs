@@ -17,7 +17,7 @@ use crate::crawl::Crawler;
 use crate::files::FileRoots;
 use crate::pages::Pages;
 use crate::postgres::Database;
-use crate::tenant::Tenants;
+use crate::tenant::{SharedKeys, Tenants};
 use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
 
@@ -58,6 +58,16 @@ impl App {
     /// Builds the service (connecting to PostgreSQL when configured). Must run inside a tokio
     /// runtime (it starts the idle-session reaper).
     pub async fn new(config: Config) -> anyhow::Result<Self> {
+        let mut config = config;
+        let database = match &config.database_url {
+            Some(url) => Some(Database::connect(url).await?),
+            None => None,
+        };
+        if let Some(database) = &database {
+            let shared = SharedKeys::open(database.clone()).await?.entries().await?;
+            config.keys.extend(shared);
+        }
+        config.check_exposure()?;
         let config = Arc::new(config);
         let tenants = Arc::new(Tenants::from_config(&config)?);
         let removed: usize = tenants
@@ -82,10 +92,9 @@ impl App {
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         browser.spawn_housekeeping(stop.clone(), &tasks);
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
-        let database = match &config.database_url {
-            Some(url) => Some(Database::connect(url).await?),
-            None => None,
-        };
+        if let Some(database) = &database {
+            crate::browser::profiles::migrate(database).await?;
+        }
         let instance = instance_id();
         let cluster = match (&database, &config.instance_url) {
             (Some(database), Some(url)) => Some(
@@ -102,7 +111,7 @@ impl App {
         };
         let crawler = Crawler::open(
             &config.data_dir.join(DATABASE_FILE),
-            database,
+            database.clone(),
             instance.clone(),
             config.crawl.clone(),
             pages.clone(),
@@ -111,13 +120,19 @@ impl App {
             tasks.clone(),
         )
         .await?;
-        let conversations = Arc::new(Conversations::open(
-            &config.data_dir.join(DATABASE_FILE),
-            &config.data_dir,
-        )?);
+        let conversations = Arc::new(
+            Conversations::open(
+                database.as_ref(),
+                &config.data_dir.join(DATABASE_FILE),
+                &config.data_dir,
+            )
+            .await?,
+        );
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
+        let live_secret =
+            LiveLinks::secret(config.live_secret.as_deref(), database.as_ref()).await?;
         let live_links = Arc::new(LiveLinks::new(
-            config.live_secret.as_deref(),
+            live_secret,
             Duration::from_secs(config.live_link_secs),
         ));
         let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));
@@ -131,6 +146,7 @@ impl App {
             tenants: tenants.clone(),
             live_links: live_links.clone(),
             public_url: public_url.clone(),
+            database: database.clone(),
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {

@@ -4,13 +4,31 @@
 //!
 //! A token is `<payload>.<signature>`, both unpadded base64url; the payload is
 //! `<tenant>\n<session>\n<expiry as Unix seconds>`. The secret is configured (`live_secret`,
-//! so that links survive a restart) or drawn at start (links die with the process).
+//! so that links survive a restart), else kept in PostgreSQL when instances share one (drawn by
+//! the first to start, so a link minted by one instance opens through any), else drawn at start
+//! (links die with the process).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use data_encoding::BASE64URL_NOPAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+
+use crate::postgres::{Database, Migration};
+
+const SECRET_MIGRATIONS: [Migration; 1] = [(
+    1,
+    "CREATE TABLE webpilot_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);",
+)];
+
+/// The name of the live-link secret among the shared secrets.
+const LIVE_SECRET: &str = "live_links";
+
+fn random_secret() -> Vec<u8> {
+    let mut random = vec![0; 32];
+    getrandom::fill(&mut random).expect("the OS random source");
+    random
+}
 
 /// Signs and checks live-view links.
 pub struct LiveLinks {
@@ -48,17 +66,41 @@ impl Refusal {
 }
 
 impl LiveLinks {
-    /// `secret`: the configured one, or `None` for a random one for this process.
-    pub fn new(secret: Option<&str>, lifetime: Duration) -> Self {
-        let secret = match secret {
-            Some(secret) => secret.as_bytes().to_vec(),
-            None => {
-                let mut random = vec![0; 32];
-                getrandom::fill(&mut random).expect("the OS random source");
-                random
-            }
-        };
+    pub fn new(secret: Vec<u8>, lifetime: Duration) -> Self {
         Self { secret, lifetime }
+    }
+
+    /// The secret to sign with: the configured one, else the one instances sharing `database`
+    /// share, else a random one for this process.
+    pub async fn secret(
+        configured: Option<&str>,
+        database: Option<&Database>,
+    ) -> anyhow::Result<Vec<u8>> {
+        if let Some(secret) = configured {
+            return Ok(secret.as_bytes().to_vec());
+        }
+        let drawn = random_secret();
+        let Some(database) = database else {
+            return Ok(drawn);
+        };
+        database.migrate("secrets", &SECRET_MIGRATIONS).await?;
+        // The first instance's draw stands; the others read it (in a statement of its own, which
+        // sees a draw committed while this insert waited).
+        let client = database.client().await?;
+        client
+            .execute(
+                "INSERT INTO webpilot_secrets (name, value) VALUES ($1, $2) \
+                 ON CONFLICT (name) DO NOTHING",
+                &[&LIVE_SECRET, &drawn],
+            )
+            .await?;
+        let row = client
+            .query_opt(
+                "SELECT value FROM webpilot_secrets WHERE name = $1",
+                &[&LIVE_SECRET],
+            )
+            .await?;
+        Ok(row.map_or(drawn, |row| row.get(0)))
     }
 
     /// How long a new link stays valid.
@@ -199,7 +241,7 @@ mod tests {
     use super::*;
 
     fn links() -> LiveLinks {
-        LiveLinks::new(Some("a test secret"), Duration::from_secs(60))
+        LiveLinks::new(b"a test secret".to_vec(), Duration::from_secs(60))
     }
 
     #[test]
@@ -242,7 +284,7 @@ mod tests {
         tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(tampered).unwrap();
         assert_eq!(links().check(&tampered, "work"), Err(Refusal::Forged));
-        let other = LiveLinks::new(Some("another secret"), Duration::from_secs(60));
+        let other = LiveLinks::new(b"another secret".to_vec(), Duration::from_secs(60));
         assert_eq!(other.check(&token, "work"), Err(Refusal::Forged));
         for junk in ["", ".", "abc", "a.b.c"] {
             assert_eq!(links().check(junk, "work"), Err(Refusal::Forged), "{junk}");

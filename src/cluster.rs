@@ -162,21 +162,11 @@ impl Cluster {
             self.hold_locally(key);
             return Ok(Holder::Here);
         }
-        let row = client
-            .query_opt(
-                "SELECT s.instance, i.url,
-                        COALESCE(i.heartbeat > now() - $3 * interval '1 millisecond', false)
-                 FROM browser_sessions s LEFT JOIN webpilot_instances i ON i.id = s.instance
-                 WHERE s.tenant = $1 AND s.name = $2",
-                &[&tenant, &name, &ALIVE_WITHIN_MS],
-            )
-            .await?;
-        let Some(row) = row else {
+        let row = Self::record(&client, tenant, name).await?;
+        let Some((instance, url, alive)) = row else {
             // Dropped in between: take it.
             return Box::pin(self.holder(tenant, name)).await;
         };
-        let (instance, url, alive): (String, Option<String>, bool) =
-            (row.get(0), row.get(1), row.get(2));
         if instance == self.instance {
             self.hold_locally(key);
             return Ok(Holder::Here);
@@ -188,6 +178,34 @@ impl Cluster {
                 Ok(Holder::Gone { instance })
             }
         }
+    }
+
+    /// The URL of the live instance other than this one holding `tenant`'s session `name`, if
+    /// any; unlike [`Cluster::holder`], takes nothing.
+    pub async fn elsewhere(&self, tenant: &str, name: &str) -> anyhow::Result<Option<String>> {
+        let client = self.database.client().await?;
+        Ok(match Self::record(&client, tenant, name).await? {
+            Some((instance, Some(url), true)) if instance != self.instance => Some(url),
+            _ => None,
+        })
+    }
+
+    /// A session's record: its instance, that instance's URL and whether it is alive.
+    async fn record(
+        client: &crate::postgres::Client,
+        tenant: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<(String, Option<String>, bool)>> {
+        let row = client
+            .query_opt(
+                "SELECT s.instance, i.url,
+                        COALESCE(i.heartbeat > now() - $3 * interval '1 millisecond', false)
+                 FROM browser_sessions s LEFT JOIN webpilot_instances i ON i.id = s.instance
+                 WHERE s.tenant = $1 AND s.name = $2",
+                &[&tenant, &name, &ALIVE_WITHIN_MS],
+            )
+            .await?;
+        Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
     }
 
     /// Records a session created here.

@@ -732,6 +732,21 @@ impl Config {
     }
 
     /// Refuses configurations that would be unsafe or cannot work.
+    /// Refuses a non-loopback bind that nobody's key guards.
+    pub fn check_exposure(&self) -> anyhow::Result<()> {
+        if !self.bind.is_loopback()
+            && self.token.as_deref().is_none_or(str::is_empty)
+            && self.keys.is_empty()
+        {
+            anyhow::bail!(
+                "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN) \
+                 or give tenants keys (--keys-file, or `webpilot keys add` with --database-url)",
+                self.bind
+            );
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(token) = &self.token
             && (token.trim().is_empty() || token.chars().count() < MIN_TOKEN_CHARS)
@@ -741,15 +756,9 @@ impl Config {
                  a short token is soon guessed (e.g. `openssl rand -hex 24`)"
             );
         }
-        if !self.bind.is_loopback()
-            && self.token.as_deref().is_none_or(str::is_empty)
-            && self.keys.is_empty()
-        {
-            anyhow::bail!(
-                "binding to {} exposes the browser to the network: set --token (or WEBPILOT_TOKEN) \
-                 or give tenants keys (--keys-file)",
-                self.bind
-            );
+        // Keys kept in PostgreSQL are read at start, and checked then.
+        if self.database_url.is_none() {
+            self.check_exposure()?;
         }
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");

@@ -68,7 +68,8 @@ enum Command {
     },
     /// Print a SKILL.md that teaches a coding agent to use webpilot through `webpilot call`.
     Skill,
-    /// Manage tenants' keys in the keys file (--keys-file, default <data dir>/keys.toml).
+    /// Manage tenants' keys: in the keys file (--keys-file, default <data dir>/keys.toml), or in
+    /// PostgreSQL with --database-url, where every instance reads them at start.
     Keys {
         #[command(subcommand)]
         action: KeysAction,
@@ -158,7 +159,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
-        Command::Keys { action } => keys(&config, action),
+        Command::Keys { action } => keys(&config, action).await,
         Command::Mcp => {
             use rmcp::ServiceExt;
             let app = App::new(config).await?;
@@ -356,22 +357,35 @@ async fn crawl(
     })
 }
 
-/// `keys add NAME` and `keys list`. A new entry is appended, so the file's comments and other
+/// `keys add NAME` and `keys list`: in the keys file, or in PostgreSQL with `--database-url`
+/// (where every instance reads them). A new entry is appended, so the file's comments and other
 /// entries stay as the operator wrote them.
-fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
+async fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
     use webpilot::config::{KeyEntry, KeysFile};
     let path = config.keys_path();
     let file = KeysFile::read(&path)?;
+    let shared = match &config.database_url {
+        Some(url) => {
+            let database = webpilot::postgres::Database::connect(url).await?;
+            Some(webpilot::tenant::SharedKeys::open(database).await?)
+        }
+        None => None,
+    };
+    let mut entries = file.keys;
+    if let Some(shared) = &shared {
+        entries.extend(shared.entries().await?);
+    }
     match action {
         KeysAction::List => {
-            for entry in &file.keys {
+            for entry in &entries {
                 println!("{}", entry.tenant);
             }
         }
         KeysAction::Add { name } => {
             webpilot::tenant::check_tenant_name(&name).map_err(anyhow::Error::msg)?;
-            if file.keys.iter().any(|entry| entry.tenant == name) {
-                anyhow::bail!("{}: tenant {name:?} already has a key", path.display());
+            let taken = || anyhow::anyhow!("tenant {name:?} already has a key");
+            if entries.iter().any(|entry| entry.tenant == name) {
+                return Err(taken());
             }
             let key = webpilot::tenant::new_key();
             let entry = KeyEntry {
@@ -379,11 +393,21 @@ fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
                 sha256: webpilot::tenant::key_hash_hex(&key),
                 ..KeyEntry::default()
             };
-            let text = toml::to_string(&KeysFile { keys: vec![entry] })?;
-            append_private(&path, &text)?;
+            let place = match &shared {
+                Some(shared) => {
+                    if !shared.add(&entry).await? {
+                        return Err(taken());
+                    }
+                    "PostgreSQL".to_string()
+                }
+                None => {
+                    let text = toml::to_string(&KeysFile { keys: vec![entry] })?;
+                    append_private(&path, &text)?;
+                    path.display().to_string()
+                }
+            };
             eprintln!(
-                "added tenant {name:?} to {} (restart webpilot to use it); its key, shown once:",
-                path.display()
+                "added tenant {name:?} to {place} (restart webpilot to use it); its key, shown once:"
             );
             println!("{key}");
         }

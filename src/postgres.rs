@@ -27,7 +27,8 @@ pub type Migration = (i32, &'static str);
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
-    config: tokio_postgres::Config,
+    // Shared: a `Database` is cloned into every store and call context.
+    config: Arc<tokio_postgres::Config>,
     round_trips: Arc<AtomicU64>,
 }
 
@@ -50,7 +51,7 @@ impl Database {
             .map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
         let database = Self {
             pool,
-            config,
+            config: Arc::new(config),
             round_trips: Arc::default(),
         };
         database

@@ -8,7 +8,8 @@
 //! call rates and limits, and domain rules that narrow the operator's.
 //!
 //! Keys are never stored: the file holds their SHA-256, and a presented key is hashed and
-//! compared with every entry in constant time.
+//! compared with every entry in constant time. With `--database-url`, `webpilot keys add` puts
+//! the entry in PostgreSQL instead ([`SharedKeys`]), and every instance reads those at start.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,60 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{Config, KeyEntry};
 use crate::policy::UrlPolicy;
+use crate::postgres::{Database, Migration};
 use crate::rate::RateLimiter;
+
+const KEY_MIGRATIONS: [Migration; 1] = [(
+    1,
+    "CREATE TABLE tenant_keys (
+         tenant TEXT PRIMARY KEY,
+         entry TEXT NOT NULL,
+         added_at TIMESTAMPTZ NOT NULL DEFAULT now()
+     );",
+)];
+
+/// Tenants' key entries kept in PostgreSQL (as the keys file's TOML), shared by every instance.
+pub struct SharedKeys {
+    database: Database,
+}
+
+impl SharedKeys {
+    pub async fn open(database: Database) -> anyhow::Result<Self> {
+        database.migrate("tenant_keys", &KEY_MIGRATIONS).await?;
+        Ok(Self { database })
+    }
+
+    /// Every entry, by tenant name.
+    pub async fn entries(&self) -> anyhow::Result<Vec<KeyEntry>> {
+        let rows = self
+            .database
+            .client()
+            .await?
+            .query("SELECT tenant, entry FROM tenant_keys ORDER BY tenant", &[])
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let tenant: &str = row.get(0);
+                toml::from_str(row.get(1))
+                    .map_err(|e| anyhow::anyhow!("tenant_keys: tenant {tenant:?}: {e}"))
+            })
+            .collect()
+    }
+
+    /// Adds `entry`; false (nothing changed) when its tenant already has a key.
+    pub async fn add(&self, entry: &KeyEntry) -> anyhow::Result<bool> {
+        let added = self
+            .database
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO tenant_keys (tenant, entry) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&entry.tenant, &toml::to_string(entry)?],
+            )
+            .await?;
+        Ok(added == 1)
+    }
+}
 
 /// Longest tenant name; names become folder names.
 const MAX_TENANT_NAME: usize = 32;

@@ -341,6 +341,151 @@ async fn a_session_made_on_one_instance_answers_through_another() {
     assert_eq!(sessions_of(&b.api).await, [session]);
 }
 
+/// What one instance saves, every instance reads: a login exported through A loads through B
+/// (sealed with the profile key, in PostgreSQL); a conversation started and answered on A
+/// takes its next message through B, which runs where its session is; a live-view link
+/// asked for through B, for a session A holds, names B and streams A's frames through B.
+#[tokio::test]
+async fn saved_logins_conversations_and_live_links_work_through_any_instance() {
+    let Some(database) = postgres::database() else {
+        return;
+    };
+    let sites = common::harness();
+    let model = format!("{}/v1", sites.fixtures);
+    let env = [
+        ("WEBPILOT_LLM_BASE_URL", model.as_str()),
+        ("WEBPILOT_LLM_MODEL", "scripted"),
+        ("WEBPILOT_PROFILE_KEY", "ab".repeat(32).leak() as &str),
+    ];
+    let a = Instance::start_with(&database, "a", &env);
+    let b = Instance::start_with(&database, "b", &env);
+
+    let on_a = common::new_session(&a.api).await;
+    let (status, _) = call_at(
+        &a.api,
+        "browser_navigate",
+        json!({ "session": on_a, "target": sites.page("crawl/shell/7") }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, saved) = call_at(
+        &a.api,
+        "browser_cookies",
+        json!({ "session": on_a, "action": "export", "name": "shared" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{saved:#}");
+    assert_eq!(saved["saved"], "postgresql:profiles/shared");
+    let on_b = common::new_session(&b.api).await;
+    let (status, loaded) = call_at(
+        &b.api,
+        "browser_cookies",
+        json!({ "session": on_b, "action": "load", "name": "shared" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{loaded:#}");
+    let (_, listed) = call_at(
+        &b.api,
+        "browser_cookies",
+        json!({ "session": on_b, "action": "list", "show_values": true }),
+    )
+    .await;
+    assert!(
+        listed.to_string().contains("shell-7"),
+        "B's browser has A's cookie: {listed:#}"
+    );
+    assert_eq!(sessions_of(&b.api).await, std::slice::from_ref(&on_b));
+
+    let created = client()
+        .post(format!("{}/api/conversations", a.api))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let chat_session = created["session"].as_str().unwrap().to_string();
+    for api in [&a.api, &b.api] {
+        common::ask(api, &id, "look each time").await;
+    }
+    let shown = get_json(&format!("{}/api/conversations/{id}", a.api)).await;
+    let messages = shown["messages"].as_array().unwrap();
+    let count = |role: &str| {
+        messages
+            .iter()
+            .filter(|m| m["message"]["role"] == role && m["message"]["content"].is_string())
+            .count()
+    };
+    assert_eq!(
+        (count("user"), count("tool")),
+        (2, 2),
+        "questions and looks: {shown:#}"
+    );
+    assert!(
+        sessions_of(&a.api).await.contains(&chat_session),
+        "both messages looked in one session, on A"
+    );
+    assert!(!sessions_of(&b.api).await.contains(&chat_session));
+
+    let (status, _) = call_at(
+        &a.api,
+        "browser_navigate",
+        json!({ "session": on_a, "target": sites.page("live.html") }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, live) = call_at(
+        &b.api,
+        "browser_tabs",
+        json!({ "session": on_a, "action": "live" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{live:#}");
+    let link = live["live_url"].as_str().unwrap();
+    assert!(
+        link.starts_with(&format!("{}/live/", b.api)),
+        "the link names the instance asked: {link}"
+    );
+    let page = client().get(link).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let (page_url, query) = link.split_once('?').unwrap();
+    let ws = format!("{}/ws?{query}", page_url.replacen("http://", "ws://", 1));
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = ws.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", b.api.parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let (mut state, mut frame) = (None, None);
+    tokio::time::timeout(Duration::from_secs(15), async {
+        use futures::StreamExt;
+        while state.is_none() || frame.is_none() {
+            match socket.next().await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Binary(jpeg))) => {
+                    frame = Some(jpeg.to_vec());
+                }
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
+                    let message: Value = serde_json::from_str(text.as_str()).unwrap();
+                    if message["type"] == "state" {
+                        state = Some(message);
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the relayed socket ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a state and a frame through B within 15 s");
+    assert!(frame.unwrap().starts_with(&[0xff, 0xd8]), "a JPEG frame");
+    assert!(
+        state.unwrap().to_string().contains("live.html"),
+        "the state lists A's tab"
+    );
+}
+
 /// nginx (Debian's) round-robin in front of two instances: 20 sessions, 5 calls each, all at
 /// once, every call answered, the sessions spread over both instances.
 #[tokio::test]

@@ -404,21 +404,32 @@ async fn a_tenants_domain_rules_narrow_the_operators() {
     .await;
 }
 
+/// `webpilot keys add NAME` on `data_dir`, with `database` as `WEBPILOT_DATABASE_URL` if given.
+fn keys_add(
+    data_dir: &std::path::Path,
+    name: &str,
+    database: Option<&str>,
+) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"));
+    // Keys are made before a service off loopback can start (it needs them).
+    command
+        .args(["--bind", "0.0.0.0", "--data-dir"])
+        .arg(data_dir)
+        .args(["keys", "add", name])
+        .env_remove("WEBPILOT_TOKEN")
+        .env_remove("WEBPILOT_DATABASE_URL");
+    if let Some(database) = database {
+        command.env("WEBPILOT_DATABASE_URL", database);
+    }
+    command.output().unwrap()
+}
+
 /// `webpilot keys add` prints a key once and writes its hash; a service started on that data
 /// dir lets the key in.
 #[tokio::test]
 async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
     let data_dir = tempfile::tempdir().unwrap();
-    let add = |name: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-            // Keys are made before a service off loopback can start (it needs them).
-            .args(["--bind", "0.0.0.0", "--data-dir"])
-            .arg(data_dir.path())
-            .args(["keys", "add", name])
-            .env_remove("WEBPILOT_TOKEN")
-            .output()
-            .unwrap()
-    };
+    let add = |name: &str| keys_add(data_dir.path(), name, None);
     let added = add("dave");
     assert!(added.status.success(), "{added:?}");
     let key = String::from_utf8(added.stdout).unwrap().trim().to_string();
@@ -449,6 +460,45 @@ async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
     assert_eq!(sessions(None).await, 401);
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// With `--database-url`, `webpilot keys add` puts the hash in PostgreSQL, not in a file, and
+/// two instances with data dirs of their own both let the key in (and refuse a wrong one).
+#[tokio::test]
+async fn keys_added_to_postgresql_open_every_instance() {
+    let Some(database) = common::postgres::database() else {
+        return;
+    };
+    let data_dir = tempfile::tempdir().unwrap();
+    let add = |name: &str| keys_add(data_dir.path(), name, Some(&database));
+    let added = add("erin");
+    assert!(added.status.success(), "{added:?}");
+    let key = String::from_utf8(added.stdout).unwrap().trim().to_string();
+    assert!(!data_dir.path().join("keys.toml").exists());
+    assert!(!add("erin").status.success(), "one key per tenant");
+
+    let env = [("WEBPILOT_DATABASE_URL", database.as_str())];
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let (data, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+        instances.push((child, api, data, tmp));
+    }
+    for (_, api, _, _) in &instances {
+        let status = |key: &str| {
+            let request = common::client()
+                .get(format!("{api}/api/sessions"))
+                .bearer_auth(key)
+                .send();
+            async move { request.await.unwrap().status().as_u16() }
+        };
+        assert_eq!(status(&key).await, 200, "{api}");
+        assert_eq!(status("not-erins-key-at-all").await, 401, "{api}");
+    }
+    for (mut child, ..) in instances {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }
 
 /// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC: initialize, the

@@ -156,9 +156,9 @@ struct Plan {
 }
 
 impl Plan {
-    fn record(&self, records: Vec<Record>) {
+    async fn record(&self, records: Vec<Record>) {
         if let Some(recorder) = &self.recorder {
-            recorder(records);
+            recorder(records).await;
         }
     }
 }
@@ -318,14 +318,14 @@ impl Agent {
             plan.messages.push(assistant.clone());
             let mut records = vec![Record::of(assistant)];
             if turn.tool_calls.is_empty() {
-                plan.record(records);
+                plan.record(records).await;
                 return Some((iteration, usage, "answered", turn.content));
             }
             let results = self.run_calls(plan, &turn.tool_calls, events).await;
             plan.messages
                 .extend(results.iter().map(|record| record.message.clone()));
             records.extend(results);
-            plan.record(records);
+            plan.record(records).await;
         }
         let note = format!(
             "Stopped after {} iterations (max_iterations) without a final answer.",

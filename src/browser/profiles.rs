@@ -1,6 +1,8 @@
-//! Saved logins: the profile model (cookies + localStorage per origin), the on-disk store
-//! (one 0600 JSON file per profile, written atomically), and import/export formats
-//! (Playwright storageState, Netscape cookies.txt, browser-extension JSON cookie arrays).
+//! Saved logins: the profile model (cookies + localStorage per origin), where profiles are kept
+//! (one 0600 JSON file per profile in the tenant's data dir, written atomically; or rows of
+//! PostgreSQL when `--database-url` is set, so every instance loads every profile), sealed with
+//! the profile key in either place when one is set, and import/export formats (Playwright
+//! storageState, Netscape cookies.txt, browser-extension JSON cookie arrays).
 //!
 //! Cookie values are secrets: they are never logged, and `Debug` of a cookie hides them.
 
@@ -13,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::postgres::{Database, Migration};
 
 /// One cookie as saved in a profile. `expires` is seconds since the epoch; none = session cookie.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
@@ -81,11 +84,40 @@ pub fn now_secs() -> f64 {
 /// digits or base64). Without it profiles are plain JSON, protected by file mode 0600.
 pub const PROFILE_KEY_ENV: &str = "WEBPILOT_PROFILE_KEY";
 
-/// The directory of saved profiles.
+/// One tenant's saved profiles.
 pub struct ProfileStore {
-    dir: PathBuf,
+    place: Place,
     /// ChaCha20-Poly1305 key; `None` stores plain JSON.
     key: Option<chacha20poly1305::Key>,
+}
+
+/// Where a tenant's profiles are kept.
+enum Place {
+    /// One file per profile in this directory.
+    Files(PathBuf),
+    /// Rows of PostgreSQL's `profiles`, shared by every instance.
+    Database { database: Database, tenant: String },
+}
+
+const MIGRATIONS: [Migration; 1] = [(
+    1,
+    "CREATE TABLE profiles (
+         tenant TEXT NOT NULL,
+         name TEXT NOT NULL,
+         body BYTEA NOT NULL,
+         saved_at BIGINT NOT NULL,
+         PRIMARY KEY (tenant, name)
+     );",
+)];
+
+/// Brings `database`'s profile table up to this version (at start).
+pub async fn migrate(database: &Database) -> anyhow::Result<()> {
+    database.migrate("profiles", &MIGRATIONS).await
+}
+
+fn database_error(error: anyhow::Error) -> ToolError {
+    ToolError::internal(format!("the profile store failed: {error:#}"))
+        .with_hint("try again; if it keeps failing, PostgreSQL is unreachable")
 }
 
 /// An encrypted profile file: a random nonce and the sealed JSON.
@@ -122,9 +154,23 @@ pub fn parse_key(text: &str) -> ToolResult<chacha20poly1305::Key> {
 }
 
 impl ProfileStore {
+    /// Profiles as files under `data_dir` (the tenant's).
     pub fn new(data_dir: &Path, key: Option<chacha20poly1305::Key>) -> Self {
         Self {
-            dir: data_dir.join("profiles"),
+            place: Place::Files(data_dir.join("profiles")),
+            key,
+        }
+    }
+
+    /// `tenant`'s profiles in `database` (migrated at start).
+    pub fn in_database(
+        database: Database,
+        tenant: &str,
+        key: Option<chacha20poly1305::Key>,
+    ) -> Self {
+        let tenant = tenant.to_string();
+        Self {
+            place: Place::Database { database, tenant },
             key,
         }
     }
@@ -199,14 +245,13 @@ impl ProfileStore {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.json"))
-    }
-
     /// Removes the temp files of saves that a process which is gone left behind (killed
     /// mid-export): they hold plaintext cookies. Returns how many were removed.
     pub fn remove_abandoned_temps(&self) -> usize {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let Place::Files(dir) = &self.place else {
+            return 0;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
             return 0;
         };
         let abandoned = entries.flatten().map(|e| e.path()).filter(|path| {
@@ -229,66 +274,119 @@ impl ProfileStore {
             .count()
     }
 
-    /// Writes the profile atomically (temp file, fsync, rename) with mode 0600, so a crash
-    /// mid-write leaves the previous version intact.
-    pub fn save(&self, profile: &Profile) -> ToolResult<PathBuf> {
+    /// Saves the profile, replacing one of the same name whole or not at all; returns where it
+    /// went (a file, or `postgresql:profiles/<name>`).
+    pub async fn save(&self, profile: &Profile) -> ToolResult<String> {
         Self::check_name(&profile.name)?;
-        let failed =
-            |e: std::io::Error| ToolError::internal(format!("cannot save the profile: {e}"));
-        std::fs::create_dir_all(&self.dir).map_err(failed)?;
-        let target = self.path(&profile.name);
-        let temp = self
-            .dir
-            .join(format!(".{}.{}.tmp", profile.name, std::process::id()));
         let body =
             serde_json::to_vec_pretty(profile).map_err(|e| ToolError::internal(e.to_string()))?;
         let body = self.seal(body)?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)
-            .map_err(failed)?;
-        file.write_all(&body).map_err(failed)?;
-        file.sync_all().map_err(failed)?;
-        drop(file);
-        std::fs::rename(&temp, &target).map_err(failed)?;
-        if let Ok(dir) = std::fs::File::open(&self.dir) {
-            let _ = dir.sync_all();
+        match &self.place {
+            Place::Files(dir) => write_private(dir, &profile.name, &body),
+            Place::Database { database, tenant } => {
+                database
+                    .client()
+                    .await
+                    .map_err(database_error)?
+                    .execute(
+                        "INSERT INTO profiles (tenant, name, body, saved_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (tenant, name) DO UPDATE SET body = EXCLUDED.body, \
+                         saved_at = EXCLUDED.saved_at",
+                        &[tenant, &profile.name, &body, &(profile.saved_at as i64)],
+                    )
+                    .await
+                    .map_err(database_error)?;
+                Ok(format!("postgresql:profiles/{}", profile.name))
+            }
         }
-        Ok(target)
     }
 
-    pub fn load(&self, name: &str) -> ToolResult<Profile> {
+    pub async fn load(&self, name: &str) -> ToolResult<Profile> {
         Self::check_name(name)?;
-        let text = std::fs::read(self.path(name)).map_err(|_| {
-            ToolError::new(
+        let stored = match &self.place {
+            Place::Files(dir) => std::fs::read(dir.join(format!("{name}.json"))).ok(),
+            Place::Database { database, tenant } => database
+                .client()
+                .await
+                .map_err(database_error)?
+                .query_opt(
+                    "SELECT body FROM profiles WHERE tenant = $1 AND name = $2",
+                    &[tenant, &name],
+                )
+                .await
+                .map_err(database_error)?
+                .map(|row| row.get(0)),
+        };
+        let Some(stored) = stored else {
+            let names = self.names().await.unwrap_or_default();
+            return Err(ToolError::new(
                 ErrorCode::NoSuchProfile,
                 format!("no saved profile {name:?}"),
             )
-            .with_hint(format!("saved profiles: {}", self.names().join(", ")))
-        })?;
-        let text = self.open(name, text)?;
+            .with_hint(format!("saved profiles: {}", names.join(", "))));
+        };
+        let text = self.open(name, stored)?;
         serde_json::from_slice(&text)
             .map_err(|e| ToolError::internal(format!("profile {name:?} cannot be read: {e}")))
     }
 
-    pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.strip_suffix(".json")
-                    .filter(|n| !n.starts_with('.'))
-                    .map(str::to_string)
-            })
-            .collect();
-        names.sort();
-        names
+    /// The names of the saved profiles, sorted.
+    pub async fn names(&self) -> ToolResult<Vec<String>> {
+        match &self.place {
+            Place::Files(dir) => {
+                let mut names: Vec<String> = std::fs::read_dir(dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.strip_suffix(".json")
+                            .filter(|n| !n.starts_with('.'))
+                            .map(str::to_string)
+                    })
+                    .collect();
+                names.sort();
+                Ok(names)
+            }
+            Place::Database { database, tenant } => Ok(database
+                .client()
+                .await
+                .map_err(database_error)?
+                .query(
+                    "SELECT name FROM profiles WHERE tenant = $1 ORDER BY name",
+                    &[tenant],
+                )
+                .await
+                .map_err(database_error)?
+                .iter()
+                .map(|row| row.get(0))
+                .collect()),
+        }
     }
+}
+
+/// Writes profile `name` into `dir` atomically (temp file, fsync, rename) with mode 0600, so a
+/// crash mid-write leaves the previous version intact; returns the file's path.
+fn write_private(dir: &Path, name: &str, body: &[u8]) -> ToolResult<String> {
+    let failed = |e: std::io::Error| ToolError::internal(format!("cannot save the profile: {e}"));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let target = dir.join(format!("{name}.json"));
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(failed)?;
+    file.write_all(body).map_err(failed)?;
+    file.sync_all().map_err(failed)?;
+    drop(file);
+    std::fs::rename(&temp, &target).map_err(failed)?;
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(target.to_string_lossy().into_owned())
 }
 
 /// Formats a profile can be imported from (and exported to, for storageState).
@@ -526,45 +624,6 @@ mod tests {
     }
 
     #[test]
-    fn profiles_are_private_and_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = ProfileStore::new(dir.path(), None);
-        let path = store.save(&profile("site")).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions();
-        assert_eq!(
-            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
-            0o600
-        );
-        assert_eq!(store.load("site").unwrap(), profile("site"));
-        assert_eq!(store.names(), vec!["site"]);
-        assert!(!format!("{:?}", profile("x").cookies[0]).contains("secret"));
-    }
-
-    #[test]
-    fn encrypted_profiles_need_their_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = parse_key(&"ab".repeat(32)).unwrap();
-        let store = ProfileStore::new(dir.path(), Some(key));
-        let path = store.save(&profile("sealed")).unwrap();
-        let raw = std::fs::read_to_string(path).unwrap();
-        assert!(!raw.contains("secret") && raw.contains(SEAL_ALGORITHM));
-        assert_eq!(store.load("sealed").unwrap(), profile("sealed"));
-        let other = ProfileStore::new(dir.path(), Some(parse_key(&"cd".repeat(32)).unwrap()));
-        assert_eq!(
-            other.load("sealed").unwrap_err().code,
-            ErrorCode::NotConfigured
-        );
-        assert_eq!(
-            ProfileStore::new(dir.path(), None)
-                .load("sealed")
-                .unwrap_err()
-                .code,
-            ErrorCode::NotConfigured
-        );
-        assert!(parse_key("short").is_err());
-    }
-
-    #[test]
     fn temps_of_gone_processes_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let store = ProfileStore::new(dir.path(), None);
@@ -581,14 +640,15 @@ mod tests {
         assert!(!gone.exists() && alive.exists() && other.exists());
     }
 
-    #[test]
-    fn names_cannot_escape_the_store() {
+    #[tokio::test]
+    async fn names_cannot_escape_the_store() {
         for bad in ["../x", "a/b", ".hidden", "", "x\0"] {
             assert!(ProfileStore::check_name(bad).is_err(), "{bad:?}");
         }
         let dir = tempfile::tempdir().unwrap();
         let error = ProfileStore::new(dir.path(), None)
             .load("missing")
+            .await
             .unwrap_err();
         assert_eq!(error.code, ErrorCode::NoSuchProfile);
     }

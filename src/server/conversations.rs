@@ -69,7 +69,7 @@ async fn create(
         Ok(new) => new,
         Err(error) => return error_response(&error),
     };
-    json_or_error(front.app.conversations.create(tenant.name(), new))
+    json_or_error(front.app.conversations.create(tenant.name(), new).await)
 }
 
 /// A new conversation's settings, checked as a chat request would be.
@@ -113,7 +113,8 @@ async fn list(
     let page = front
         .app
         .conversations
-        .list(tenant.name(), limit, query.cursor.as_deref());
+        .list(tenant.name(), limit, query.cursor.as_deref())
+        .await;
     json_or_error(page.map(
         |(conversations, next)| json!({ "conversations": conversations, "next_cursor": next }),
     ))
@@ -133,13 +134,14 @@ async fn show(
     Path(id): Path<String>,
 ) -> Response {
     let store = &front.app.conversations;
-    json_or_error(store.get(tenant.name(), &id).and_then(|conversation| {
-        let messages = store.messages(&id)?;
+    let shown = async {
+        let conversation = store.get(tenant.name(), &id).await?;
         let mut value = json!(conversation);
-        value["messages"] = json!(messages);
+        value["messages"] = json!(store.messages(&id).await?);
         value["answering"] = json!(front.is_busy(&id));
         Ok(value)
-    }))
+    };
+    json_or_error(shown.await)
 }
 
 /// Deletes a conversation and its files.
@@ -154,7 +156,7 @@ async fn remove(
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Response {
-    match front.app.conversations.delete(tenant.name(), &id) {
+    match front.app.conversations.delete(tenant.name(), &id).await {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
         Ok(false) => error_response(&crate::agent::conversations::no_such_conversation(&id)),
         Err(error) => error_response(&error),
@@ -176,7 +178,12 @@ async fn file(
     CallerTenant(tenant): CallerTenant,
     Path((id, name)): Path<(String, String)>,
 ) -> Response {
-    match front.app.conversations.file(tenant.name(), &id, &name) {
+    match front
+        .app
+        .conversations
+        .file(tenant.name(), &id, &name)
+        .await
+    {
         Ok((bytes, mime)) => ([(header::CONTENT_TYPE, mime)], bytes).into_response(),
         Err(error) => error_response(&error),
     }
@@ -211,7 +218,7 @@ async fn message(
 ) -> Response {
     let app = &front.app;
     let store = app.conversations.clone();
-    let conversation = match store.get(tenant.name(), &id) {
+    let conversation = match store.get(tenant.name(), &id).await {
         Ok(conversation) => conversation,
         Err(error) => return error_response(&error),
     };
@@ -241,9 +248,10 @@ async fn message(
             .with_hint("wait for that answer's done event, then send again"),
         );
     };
-    let stored = store
-        .append(&id, vec![Record::of(question)])
-        .and_then(|()| store.history(&id));
+    let stored = match store.append(&id, vec![Record::of(question)]).await {
+        Ok(()) => store.history(&id).await,
+        Err(error) => Err(error),
+    };
     let history = match stored {
         Ok(history) => history,
         Err(error) => return error_response(&error),
@@ -251,9 +259,12 @@ async fn message(
     let recorder: Recorder = {
         let (store, id) = (store.clone(), id.clone());
         Arc::new(move |records| {
-            if let Err(error) = store.append(&id, records) {
-                tracing::error!(conversation = %id, message = %error.message, "a turn was not stored");
-            }
+            let (store, id) = (store.clone(), id.clone());
+            Box::pin(async move {
+                if let Err(error) = store.append(&id, records).await {
+                    tracing::error!(conversation = %id, message = %error.message, "a turn was not stored");
+                }
+            })
         })
     };
     let (events, received) = mpsc::unbounded_channel();

@@ -51,8 +51,16 @@ struct Link {
 /// Why a live-view request is refused: the status and the sentence shown to the person.
 type Refused = (StatusCode, &'static str);
 
-/// The tenant and session a link opens, or why not.
-fn admit(app: &App, session: &str, link: &Link) -> Result<(Arc<Tenant>, Arc<LiveHub>), Refused> {
+/// Where the session a link opens is.
+enum Admitted {
+    /// Here: the link's tenant and the session's live hub.
+    Here(Arc<Tenant>, Arc<LiveHub>),
+    /// In another instance, reached at this URL.
+    Elsewhere(String),
+}
+
+/// Where the session a link opens is, or why it does not open.
+async fn admit(app: &App, session: &str, link: &Link) -> Result<Admitted, Refused> {
     let Some(cap) = link.cap.as_deref() else {
         return Err((
             StatusCode::FORBIDDEN,
@@ -67,11 +75,18 @@ fn admit(app: &App, session: &str, link: &Link) -> Result<(Arc<Tenant>, Arc<Live
         .tenants
         .named(&grant.tenant)
         .ok_or((StatusCode::FORBIDDEN, Refusal::Forged.explain()))?;
-    let hub = app.browser.live(&tenant, session).ok_or((
+    if let Some(hub) = app.browser.live(&tenant, session) {
+        return Ok(Admitted::Here(tenant, hub));
+    }
+    if let Some(cluster) = &app.cluster
+        && let Ok(Some(holder)) = cluster.elsewhere(tenant.name(), session).await
+    {
+        return Ok(Admitted::Elsewhere(holder));
+    }
+    Err((
         StatusCode::NOT_FOUND,
         "This session is not open any more. Ask for a new link once it is.",
-    ))?;
-    Ok((tenant, hub))
+    ))
 }
 
 async fn page(
@@ -79,7 +94,8 @@ async fn page(
     Path(session): Path<String>,
     Query(link): Query<Link>,
 ) -> Response {
-    if let Err((status, text)) = admit(&app, &session, &link) {
+    // The page is the same on every instance: its WebSocket finds the session.
+    if let Err((status, text)) = admit(&app, &session, &link).await {
         return plain_page(status, text);
     }
     let mut response = Html(PAGE).into_response();
@@ -125,7 +141,7 @@ async fn socket(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let (tenant, hub) = match admit(&app, &session, &link) {
+    let admitted = match admit(&app, &session, &link).await {
         Ok(admitted) => admitted,
         Err((status, text)) => return plain_page(status, text),
     };
@@ -138,6 +154,14 @@ async fn socket(
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => return rejection.into_response(),
+    };
+    let (tenant, hub) = match admitted {
+        Admitted::Here(tenant, hub) => (tenant, hub),
+        Admitted::Elsewhere(holder) => {
+            let cap = link.cap.unwrap_or_default();
+            return upgrade
+                .on_upgrade(move |socket| super::live_relay::relay(socket, holder, session, cap));
+        }
     };
     upgrade.on_upgrade(move |socket| {
         let viewer = Viewer {

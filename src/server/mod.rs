@@ -9,6 +9,7 @@ mod conversations;
 mod crawler;
 mod listen;
 mod live;
+mod live_relay;
 pub mod mcp;
 mod openapi;
 mod rest;

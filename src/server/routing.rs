@@ -23,10 +23,10 @@ use crate::tools::{DEFAULT_SESSION, Scope};
 /// Marks a call another instance sent on: it runs here, whatever the records say (no loops).
 pub const FORWARDED_HEADER: &str = "x-webpilot-forwarded-by";
 
-/// Headers that belong to one connection, not to the call.
-const HOP_BY_HOP: [HeaderName; 7] = [
+/// Headers that belong to one connection, not to the call. `Host` goes on: the holder answers
+/// as the instance the caller reached (live-view links name the address the caller used).
+const HOP_BY_HOP: [HeaderName; 6] = [
     header::CONNECTION,
-    header::HOST,
     header::CONTENT_LENGTH,
     header::TRANSFER_ENCODING,
     header::TE,
@@ -41,6 +41,8 @@ enum Target {
     InBody,
     /// `DELETE /api/sessions/{name}`.
     Closing(String),
+    /// `POST /api/conversations/{id}/messages`: the conversation's session.
+    Conversation(String),
     /// Anything else runs here.
     Local,
 }
@@ -62,6 +64,13 @@ fn target(app: &App, method: &Method, path: &str) -> Target {
                 Target::Local
             };
         }
+    }
+    if method == Method::POST
+        && let Some(id) = path
+            .strip_prefix("/api/conversations/")
+            .and_then(|rest| rest.strip_suffix("/messages"))
+    {
+        return Target::Conversation(id.to_string());
     }
     if method == Method::DELETE
         && let Some(name) = path.strip_prefix("/api/sessions/")
@@ -95,9 +104,17 @@ pub(super) async fn route(State(app): State<App>, request: Request, next: Next) 
         return next.run(request).await;
     };
     let (parts, body) = request.into_parts();
-    let (closing, limit) = match target(&app, &parts.method, parts.uri.path()) {
+    let (named, limit) = match target(&app, &parts.method, parts.uri.path()) {
         Target::Local => return next.run(Request::from_parts(parts, body)).await,
         Target::Closing(name) => (Some(name), 1 << 20),
+        Target::Conversation(id) => match app.conversations.get(tenant.name(), &id).await {
+            Ok(conversation) => (
+                Some(conversation.session),
+                super::rest::tool_body_limit(&app),
+            ),
+            // Not the caller's, or none: the handler says so.
+            Err(_) => return next.run(Request::from_parts(parts, body)).await,
+        },
         // A tool call's body may carry a file inline (base64).
         Target::InBody => (None, super::rest::tool_body_limit(&app)),
     };
@@ -108,7 +125,7 @@ pub(super) async fn route(State(app): State<App>, request: Request, next: Next) 
             return error_response(&error);
         }
     };
-    let session = closing.unwrap_or_else(|| session_of(&parts.headers, &body));
+    let session = named.unwrap_or_else(|| session_of(&parts.headers, &body));
     match cluster.holder(tenant.name(), &session).await {
         Ok(Holder::Here) => {
             let closing = parts.method == Method::DELETE;

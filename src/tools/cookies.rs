@@ -1,7 +1,6 @@
 //! `browser_cookies`: save a logged-in session as a named profile, load it later, verify a login
 //! (`ensure_login`), list/clear cookies, and import profiles from other tools.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -118,8 +117,8 @@ pub enum CookiesOutput {
 /// export and import: the profile written.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Saved {
-    /// The profile file.
-    saved: PathBuf,
+    /// Where the profile went: its file, or `postgresql:profiles/<name>` with a database.
+    saved: String,
     cookies: usize,
     /// export: how many cookies are httpOnly.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,7 +177,12 @@ impl Tool for Cookies {
             Ok(text) if !text.is_empty() => Some(profiles::parse_key(&text)?),
             _ => None,
         };
-        let store = ProfileStore::new(&call.tenant().data_dir(&call.ctx.config.data_dir), key);
+        let store = match &call.ctx.database {
+            Some(database) => {
+                ProfileStore::in_database(database.clone(), call.tenant().name(), key)
+            }
+            None => ProfileStore::new(&call.tenant().data_dir(&call.ctx.config.data_dir), key),
+        };
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }
@@ -188,7 +192,7 @@ impl Tool for Cookies {
             Action::Import => import(&store, &call.ctx.files, &args).await?,
             Action::Export => export(&store, call.session().await?, &args).await?,
             Action::Load => {
-                let profile = store.load(required(&args.name, "name", "load")?)?;
+                let profile = store.load(required(&args.name, "name", "load")?).await?;
                 let session = call.session().await?;
                 let loaded = load(session, &profile).await?;
                 match (&profile.start_url, args.auto_navigate.unwrap_or(false)) {
@@ -253,7 +257,7 @@ async fn export(
         origins,
     };
     Ok(CookiesOutput::Export(Saved {
-        saved: store.save(&profile)?,
+        saved: store.save(&profile).await?,
         cookies: profile.cookies.len(),
         http_only: Some(profile.cookies.iter().filter(|c| c.http_only).count()),
         origins: origins_of(&profile),
@@ -327,7 +331,7 @@ async fn ensure_login(
             expired: None,
         });
     };
-    let profile = store.load(name)?;
+    let profile = store.load(name).await?;
     let loaded = load(session, &profile).await?;
     did.push(format!("loaded profile {name} ({} cookies)", loaded.loaded));
     let (logged_in, reason_after) = run_check(session, &url, check, timeout).await?;
@@ -459,7 +463,7 @@ async fn import(
         origins,
     };
     Ok(CookiesOutput::Import(Saved {
-        saved: store.save(&profile)?,
+        saved: store.save(&profile).await?,
         cookies: profile.cookies.len(),
         http_only: None,
         origins: origins_of(&profile),

@@ -621,6 +621,12 @@ pub async fn answered_conversation(api: &str, question: &str) -> String {
         .await
         .unwrap();
     let id = created["id"].as_str().unwrap().to_string();
+    ask(api, &id, question).await;
+    id
+}
+
+/// Sends `question` to conversation `id` and reads its event stream to `done`.
+pub async fn ask(api: &str, id: &str, question: &str) {
     let answer = client()
         .post(format!("{api}/api/conversations/{id}/messages"))
         .json(&json!({ "content": question }))
@@ -631,7 +637,6 @@ pub async fn answered_conversation(api: &str, question: &str) -> String {
         .await
         .unwrap();
     assert!(answer.contains("event: done"), "{answer}");
-    id
 }
 
 /// Polls `check` until it returns true or the deadline passes.

@@ -434,6 +434,13 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             let told = tool_results[0].contains("NO_SUCH_TOOL");
             sse(answer(&[if told { "That tool does not exist." } else { "no error seen" }]))
         }
+        // Every question is answered by looking at the page again.
+        ("look each time", _)
+            if messages.last().is_some_and(|m| m["role"] == "user" && m["content"].is_string()) =>
+        {
+            sse(finished(tool_call_chunks(0, "call_look", "browser_screenshot", "{}"), "tool_calls"))
+        }
+        ("look each time", _) => sse(answer(&["I looked."])),
         ("look", 0) => sse(finished(tool_call_chunks(0, "call_look", "browser_screenshot", "{}"), "tool_calls")),
         ("look", _) => {
             // A vision model gets the picture as an image part of a user message.
