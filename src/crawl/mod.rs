@@ -389,6 +389,9 @@ impl Crawler {
                 permit = per_task.clone().acquire_owned() => permit?,
                 () = self.stopped() => break,
             };
+            // Reaped as they end: a wait for "the next item of ours to finish" below must not be
+            // answered by one that finished long ago (each such answer is a claim for nothing).
+            while running.try_join_next().is_some() {}
             match self.store.claim(id, &self.lease).await? {
                 Claim::Item { index, url } => {
                     let (crawler, tenant) = (self.clone(), tenant.clone());
