@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Crawl throughput of 1, 2 and 3 webpilot instances on one PostgreSQL: one crawl_batch task of
-300 local pages (the shared corpus, two local origins, mode=http, parallel=8) submitted to the
+300 local pages (the shared corpus, two local origins, mode=http, parallel=16) submitted to the
 first instance and worked on by all, `per_host` 16 by default (--per-host); pages/s per instance count, and the database round trips
 per page (the instances' `webpilot_crawl_database_queries_total`, claims that found nothing
 included). PostgreSQL is Debian's, started here in a temporary directory.
@@ -27,7 +27,8 @@ from crawl import page_urls  # noqa: E402
 from extraction import call, log, serve_corpus, start_webpilot  # noqa: E402
 
 PAGES = 300
-PARALLEL = 8
+# A task's parallel holds across instances: the most a task may have (max_parallel's default).
+PARALLEL = 16
 
 
 def free_port() -> int:
@@ -120,8 +121,8 @@ def main():
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", "release", "webpilot"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-host", type=int, default=16,
-                        help="[crawl] per_host; 16 leaves room for 3 instances x parallel 8 on the two origins, "
-                             "8 makes them compete for host slots")
+                        help="[crawl] per_host; 16 leaves the task's 16 pages at once room on the two origins, "
+                             "4 makes the instances compete for host slots")
     parser.add_argument("--out", default="/tmp/webpilot-bench/cluster.json")
     args = parser.parse_args()
     origins = [serve_corpus(), serve_corpus()]

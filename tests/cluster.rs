@@ -234,6 +234,34 @@ async fn three_instances_share_a_crawl_and_survive_one_killed() {
     assert_eq!(progress.last(), Some(&300));
 }
 
+/// A task's `parallel` is the task's, not each instance's: with `parallel: 2` on two instances
+/// (each of which would run 2), the site never has more than 2 of its pages in flight.
+#[tokio::test]
+async fn a_task_s_parallel_holds_across_instances() {
+    let Some(database) = postgres::database() else {
+        return;
+    };
+    let seen = Arc::new(Seen::default());
+    let origin = site(seen.clone()).await;
+    let instances = [
+        Instance::start(&database, "instance-a"),
+        Instance::start(&database, "instance-b"),
+    ];
+    let urls: Vec<String> = (0..40).map(|n| format!("{origin}/page/{n}")).collect();
+    let id = common::crawl_until_finished(
+        &instances[1].api,
+        json!({ "urls": urls, "parallel": 2, "mode": "http" }),
+        Duration::from_secs(60),
+    )
+    .await;
+    let report = get_json(&format!("{}/api/crawler/tasks/{id}", instances[0].api)).await;
+    assert_eq!(report["status"], "completed", "{report:#}");
+    assert_eq!(report["progress"], 40);
+    assert_eq!(seen.requests.lock().unwrap().len(), 40, "each page read once");
+    let peak = seen.peak.load(Ordering::SeqCst);
+    assert_eq!(peak, 2, "{peak} requests in flight at once");
+}
+
 /// The names of the sessions an instance lists as its own.
 async fn sessions_of(api: &str) -> Vec<String> {
     get_json(&format!("{api}/api/sessions")).await["sessions"]

@@ -1,7 +1,8 @@
 //! The shared engine: crawl tasks in PostgreSQL, worked on by every instance. An item is claimed
 //! with `FOR UPDATE SKIP LOCKED` together with one of its host's slots (`crawl_host_slots`: as
-//! many rows per host as `per_host`), both under the same lease, so the host limit holds across
-//! the cluster and a dead instance's slots free themselves when its leases end. Claim and finish
+//! many rows per host as `per_host`) and one of its task's (as many as its `parallel`), all under
+//! the same lease, so the host limit and the task's parallelism hold across the cluster and a
+//! dead instance's slots free themselves when its leases end. Claim and finish
 //! are one statement each; finish also sends the progress event with `NOTIFY`.
 
 use async_trait::async_trait;
@@ -92,6 +93,12 @@ fn item_row(row: &tokio_postgres::Row) -> ItemRow {
     }
 }
 
+/// The slots of task `id`: rows of the host slots under a name no host has (hosts have no
+/// `/`), one per unit of the task's `parallel`, so that it holds across instances too.
+fn task_slots(id: &str) -> String {
+    format!("task/{id}")
+}
+
 fn lease_ms(lease: &Lease) -> i64 {
     lease.length.as_millis() as i64
 }
@@ -142,6 +149,13 @@ impl CrawlStore for PostgresStore {
                 &[&hosts, &(per_host as i32)],
             )
             .await?;
+        transaction
+            .execute(
+                "INSERT INTO crawl_host_slots (host, slot)
+                 SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING",
+                &[&task_slots(&task.id), &(task.options.parallel.max(1) as i32)],
+            )
+            .await?;
         // Every instance starts working on it.
         let created = serde_json::json!({ "created": task.id }).to_string();
         transaction
@@ -156,13 +170,21 @@ impl CrawlStore for PostgresStore {
             .database
             .client()
             .await?
-            .execute(
-                "UPDATE crawl_tasks SET status = $2
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed') AND status <> $2",
-                &[&id, &status.as_str()],
+            .query_opt(
+                "WITH changed AS (
+                     UPDATE crawl_tasks SET status = $2
+                     WHERE id = $1 AND status NOT IN ('completed', 'failed') AND status <> $2
+                     RETURNING id
+                 ), freed AS (
+                     DELETE FROM crawl_host_slots
+                     WHERE host = $3 AND $2 IN ('completed', 'failed')
+                       AND EXISTS (SELECT 1 FROM changed)
+                 )
+                 SELECT 1 FROM changed",
+                &[&id, &status.as_str(), &task_slots(id)],
             )
             .await?;
-        Ok(changed == 1)
+        Ok(changed.is_some())
     }
 
     async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
@@ -212,7 +234,8 @@ impl CrawlStore for PostgresStore {
     }
 
     async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim> {
-        // The item and a free slot of its host are locked together, or nothing is claimed;
+        // The item, a free slot of its host and one of its task are locked together, or nothing
+        // is claimed;
         // rows others are claiming right now are skipped, not waited for.
         let claimed = self
             .database
@@ -228,23 +251,35 @@ impl CrawlStore for PostgresStore {
                      SELECT s.host, s.slot FROM crawl_host_slots s JOIN item ON s.host = item.host
                      WHERE s.lease_until IS NULL OR s.lease_until < now()
                      ORDER BY s.slot LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+                 ), task_slot AS (
+                     SELECT s.host, s.slot FROM crawl_host_slots s
+                     WHERE s.host = $4 AND (s.lease_until IS NULL OR s.lease_until < now())
+                     ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED
                  ), held AS (
                      UPDATE crawl_host_slots s
                      SET claimed_by = $2, lease_until = now() + $3 * interval '1 millisecond',
                          task_id = item.task_id, idx = item.idx
-                     FROM slot, item WHERE s.host = slot.host AND s.slot = slot.slot
+                     FROM slot, task_slot, item
+                     WHERE (s.host = slot.host AND s.slot = slot.slot)
+                        OR (s.host = task_slot.host AND s.slot = task_slot.slot)
                      RETURNING s.slot
                  ), claimed AS (
                      UPDATE crawl_items i
                      SET claimed_by = $2, lease_until = now() + $3 * interval '1 millisecond'
-                     FROM item, held WHERE i.task_id = item.task_id AND i.idx = item.idx
+                     FROM item WHERE i.task_id = item.task_id AND i.idx = item.idx
+                       AND EXISTS (SELECT 1 FROM held)
                      RETURNING i.idx, i.url
                  )
                  SELECT idx, url FROM claimed
                  UNION ALL
                  SELECT NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM claimed) AND EXISTS (
                      SELECT 1 FROM crawl_items WHERE task_id = $1 AND state = 'pending')",
-                &[&id, &lease.owner, &(lease_ms(lease) as f64)],
+                &[
+                    &id,
+                    &lease.owner,
+                    &(lease_ms(lease) as f64),
+                    &task_slots(id),
+                ],
             )
             .await?;
         // One statement whatever it finds: an item, a row of nulls (pending items, none free),
