@@ -257,7 +257,11 @@ async fn a_task_s_parallel_holds_across_instances() {
     let report = get_json(&format!("{}/api/crawler/tasks/{id}", instances[0].api)).await;
     assert_eq!(report["status"], "completed", "{report:#}");
     assert_eq!(report["progress"], 40);
-    assert_eq!(seen.requests.lock().unwrap().len(), 40, "each page read once");
+    assert_eq!(
+        seen.requests.lock().unwrap().len(),
+        40,
+        "each page read once"
+    );
     let peak = seen.peak.load(Ordering::SeqCst);
     assert_eq!(peak, 2, "{peak} requests in flight at once");
 }

@@ -179,6 +179,9 @@ pub struct Crawler {
 
 /// How often a task whose pending items are all held elsewhere looks again.
 const BUSY_POLL: Duration = Duration::from_millis(100);
+/// How long an instance with nothing of a task in flight lets finishes elsewhere gather before
+/// it claims again.
+const IDLE_CLAIM_DELAY: Duration = Duration::from_millis(25);
 /// How often a shared store is searched for tasks no notice announced.
 const RESCAN_EVERY: Duration = Duration::from_secs(5);
 
@@ -414,13 +417,8 @@ impl Crawler {
                 Claim::Empty => break,
                 Claim::Busy => {
                     drop(permit);
-                    // With items of its own in flight, the next to finish frees a slot here;
-                    // without, an item finishing on any instance may have freed one.
-                    tokio::select! {
-                        Some(_) = running.join_next(), if !running.is_empty() => {}
-                        () = finished_elsewhere.notified(), if running.is_empty() => {}
-                        () = tokio::time::sleep(BUSY_POLL) => {}
-                        () = self.stopped() => break,
+                    if !self.room(&mut running, finished_elsewhere).await {
+                        break;
                     }
                 }
             }
@@ -431,6 +429,24 @@ impl Crawler {
             return self.store.release(id, &self.lease).await;
         }
         self.conclude(id, task.total).await
+    }
+
+    /// Waits until a claim may find a slot: with items of its own in flight, the next to finish
+    /// frees one here; without, an item finishing on any instance may have freed one; else a
+    /// while passes. False when the service stops.
+    async fn room(&self, running: &mut JoinSet<()>, finished_elsewhere: &Notify) -> bool {
+        tokio::select! {
+            Some(_) = running.join_next(), if !running.is_empty() => true,
+            () = finished_elsewhere.notified(), if running.is_empty() => {
+                // The instance that finished usually takes the slot back at once: claiming on
+                // every finish would mostly find nothing, so finishes in a short while are
+                // answered with one claim.
+                tokio::time::sleep(IDLE_CLAIM_DELAY).await;
+                true
+            }
+            () = tokio::time::sleep(BUSY_POLL) => true,
+            () = self.stopped() => false,
+        }
     }
 
     /// Sets a task whose items all finished to its final status and announces it, once across

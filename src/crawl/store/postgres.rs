@@ -153,7 +153,10 @@ impl CrawlStore for PostgresStore {
             .execute(
                 "INSERT INTO crawl_host_slots (host, slot)
                  SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING",
-                &[&task_slots(&task.id), &(task.options.parallel.max(1) as i32)],
+                &[
+                    &task_slots(&task.id),
+                    &(task.options.parallel.max(1) as i32),
+                ],
             )
             .await?;
         // Every instance starts working on it.
