@@ -14,12 +14,7 @@ use data_encoding::BASE64URL_NOPAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::postgres::{Database, Migration};
-
-const SECRET_MIGRATIONS: [Migration; 1] = [(
-    1,
-    "CREATE TABLE webpilot_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);",
-)];
+use crate::postgres::Database;
 
 /// The name of the live-link secret among the shared secrets.
 const LIVE_SECRET: &str = "live_links";
@@ -79,28 +74,10 @@ impl LiveLinks {
         if let Some(secret) = configured {
             return Ok(secret.as_bytes().to_vec());
         }
-        let drawn = random_secret();
-        let Some(database) = database else {
-            return Ok(drawn);
-        };
-        database.migrate("secrets", &SECRET_MIGRATIONS).await?;
-        // The first instance's draw stands; the others read it (in a statement of its own, which
-        // sees a draw committed while this insert waited).
-        let client = database.client().await?;
-        client
-            .execute(
-                "INSERT INTO webpilot_secrets (name, value) VALUES ($1, $2) \
-                 ON CONFLICT (name) DO NOTHING",
-                &[&LIVE_SECRET, &drawn],
-            )
-            .await?;
-        let row = client
-            .query_opt(
-                "SELECT value FROM webpilot_secrets WHERE name = $1",
-                &[&LIVE_SECRET],
-            )
-            .await?;
-        Ok(row.map_or(drawn, |row| row.get(0)))
+        match database {
+            Some(database) => database.shared_secret(LIVE_SECRET).await,
+            None => Ok(random_secret()),
+        }
     }
 
     /// How long a new link stays valid.

@@ -48,6 +48,9 @@ pub enum Holder {
     Gone { instance: String },
 }
 
+/// The name of the secret whose hex marks forwarded calls.
+const FORWARDING_SECRET: &str = "forwarding";
+
 /// This instance's membership.
 pub struct Cluster {
     database: Database,
@@ -58,6 +61,9 @@ pub struct Cluster {
     held: Mutex<HashSet<(String, String)>>,
     /// Sends calls on to other instances.
     client: reqwest::Client,
+    /// What marks a call as sent on by an instance (hex of a secret they share): a caller
+    /// cannot make a call skip routing by claiming to be one.
+    forwarding_mark: String,
 }
 
 impl Cluster {
@@ -76,12 +82,19 @@ impl Cluster {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
+        let forwarding_mark = database
+            .shared_secret(FORWARDING_SECRET)
+            .await?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let cluster = Arc::new(Self {
             database,
             instance,
             url,
             held: Mutex::default(),
             client,
+            forwarding_mark,
         });
         cluster.beat().await?;
         let beating = cluster.clone();
@@ -107,6 +120,17 @@ impl Cluster {
 
     pub fn instance(&self) -> &str {
         &self.instance
+    }
+
+    /// The value of the header that marks a call sent on by an instance.
+    pub fn forwarding_mark(&self) -> &str {
+        &self.forwarding_mark
+    }
+
+    /// Whether `presented` is the mark of a call an instance sent on (compared in constant time).
+    pub fn is_forwarding_mark(&self, presented: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(presented.ct_eq(self.forwarding_mark.as_bytes()))
     }
 
     /// The client that sends calls on to other instances.
@@ -188,6 +212,24 @@ impl Cluster {
             Some((instance, Some(url), true)) if instance != self.instance => Some(url),
             _ => None,
         })
+    }
+
+    /// `tenant`'s sessions held by other live instances: (name, instance), by name.
+    pub async fn held_elsewhere(&self, tenant: &str) -> anyhow::Result<Vec<(String, String)>> {
+        let rows = self
+            .database
+            .client()
+            .await?
+            .query(
+                "SELECT s.name, s.instance FROM browser_sessions s
+                 JOIN webpilot_instances i ON i.id = s.instance
+                 WHERE s.tenant = $1 AND s.instance <> $2
+                   AND i.heartbeat > now() - $3 * interval '1 millisecond'
+                 ORDER BY s.name",
+                &[&tenant, &self.instance, &ALIVE_WITHIN_MS],
+            )
+            .await?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     /// A session's record: its instance, that instance's URL and whether it is alive.

@@ -20,6 +20,11 @@ const MIGRATION_LOCK: i64 = 0x7765_6270_696c_6f74;
 /// Wait before reconnecting a lost `LISTEN` connection.
 const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 
+const SECRET_MIGRATIONS: [Migration; 1] = [(
+    1,
+    "CREATE TABLE webpilot_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);",
+)];
+
 /// A schema step of one component: its version (applied in order, once per database) and its SQL.
 pub type Migration = (i32, &'static str);
 
@@ -132,6 +137,30 @@ impl Database {
             .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
             .await?;
         applied
+    }
+
+    /// The secret named `name` that every instance on this database shares: drawn (32 random
+    /// bytes) by the first instance to ask, read by the others.
+    pub async fn shared_secret(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+        self.migrate("secrets", &SECRET_MIGRATIONS).await?;
+        let mut drawn = vec![0; 32];
+        getrandom::fill(&mut drawn).map_err(|e| anyhow::anyhow!("the OS random source: {e}"))?;
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO webpilot_secrets (name, value) VALUES ($1, $2) \
+                 ON CONFLICT (name) DO NOTHING",
+                &[&name, &drawn],
+            )
+            .await?;
+        // A statement of its own: it sees a draw committed while the insert above waited.
+        let row = client
+            .query_opt(
+                "SELECT value FROM webpilot_secrets WHERE name = $1",
+                &[&name],
+            )
+            .await?;
+        Ok(row.map_or(drawn, |row| row.get(0)))
     }
 
     /// Payloads of `NOTIFY channel` from every instance (this one included), on a connection of

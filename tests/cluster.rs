@@ -303,8 +303,22 @@ async fn a_session_made_on_one_instance_answers_through_another() {
     )
     .await;
     assert_eq!(status, 200, "{navigated:#}");
+    // A caller claiming to be an instance is routed all the same.
+    let forged = client()
+        .post(format!("{}/api/tools/browser_read", b.api))
+        .header("x-webpilot-forwarded", "an instance, honestly")
+        .json(&json!({ "session": session, "mode": "text" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 200);
     assert_eq!(sessions_of(&a.api).await, std::slice::from_ref(&session));
     assert!(sessions_of(&b.api).await.is_empty(), "B opened no session");
+    let listed = get_json(&format!("{}/api/sessions", b.api)).await;
+    assert_eq!(
+        listed["elsewhere"][0]["session"], session,
+        "B lists the session A holds: {listed:#}"
+    );
 
     let shot = client()
         .post(format!("{}/api/tools/browser_screenshot", b.api))

@@ -20,8 +20,9 @@ use crate::error::{ErrorCode, ToolError};
 use crate::tenant::Tenant;
 use crate::tools::{DEFAULT_SESSION, Scope};
 
-/// Marks a call another instance sent on: it runs here, whatever the records say (no loops).
-pub const FORWARDED_HEADER: &str = "x-webpilot-forwarded-by";
+/// Marks a call another instance sent on (its value: the instances' shared mark): it runs here,
+/// whatever the records say (no loops). Any other value is dropped and the call routed.
+pub const FORWARDED_HEADER: &str = "x-webpilot-forwarded";
 
 /// Headers that belong to one connection, not to the call. `Host` goes on: the holder answers
 /// as the instance the caller reached (live-view links name the address the caller used).
@@ -95,12 +96,16 @@ fn session_of(headers: &HeaderMap, body: &[u8]) -> String {
 }
 
 /// The middleware (after authentication, which puts the caller's tenant in the request).
-pub(super) async fn route(State(app): State<App>, request: Request, next: Next) -> Response {
+pub(super) async fn route(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let Some(cluster) = app.cluster.clone() else {
         return next.run(request).await;
     };
+    let forwarded = match request.headers_mut().remove(FORWARDED_HEADER) {
+        Some(mark) => cluster.is_forwarding_mark(mark.as_bytes()),
+        None => false,
+    };
     let tenant = request.extensions().get::<Arc<Tenant>>().cloned();
-    let (Some(tenant), false) = (tenant, request.headers().contains_key(FORWARDED_HEADER)) else {
+    let (Some(tenant), false) = (tenant, forwarded) else {
         return next.run(request).await;
     };
     let (parts, body) = request.into_parts();
@@ -181,7 +186,7 @@ async fn forward(
     let mut request = cluster
         .client()
         .request(parts.method, format!("{}{path}", url.trim_end_matches('/')))
-        .header(FORWARDED_HEADER, cluster.instance())
+        .header(FORWARDED_HEADER, cluster.forwarding_mark())
         .body(body);
     for (name, value) in &parts.headers {
         if !HOP_BY_HOP.contains(name) {

@@ -126,12 +126,28 @@ fn checked_label(label: String) -> Result<String, ToolError> {
     }
 }
 
-/// The caller's live sessions (its tenant's): name, label, tabs, idle time.
+/// The caller's live sessions (its tenant's): name, label, tabs, idle time; with instances
+/// sharing a database, also the names of those other instances hold (calls for them are routed
+/// there).
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions",
-    responses((status = 200, description = "`{\"sessions\": [...]}`", body = Object)))]
+    responses((status = 200, description = "`{\"sessions\": [...]}`, and with several instances `\"elsewhere\": [{\"session\", \"instance\"}]`", body = Object)))]
 async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
     let sessions: Vec<SessionSummary> = app.browser.sessions(&tenant);
-    Json(json!({ "sessions": sessions })).into_response()
+    let mut listed = json!({ "sessions": sessions });
+    if let Some(cluster) = &app.cluster {
+        match cluster.held_elsewhere(tenant.name()).await {
+            Ok(elsewhere) => {
+                listed["elsewhere"] = elsewhere
+                    .into_iter()
+                    .map(|(session, instance)| json!({ "session": session, "instance": instance }))
+                    .collect();
+            }
+            Err(error) => {
+                tracing::warn!(%error, "session records unavailable; listing this instance's")
+            }
+        }
+    }
+    Json(listed).into_response()
 }
 
 /// Closes a session: its browser context, tabs, cookies and staged uploads.
