@@ -1,6 +1,10 @@
 //! PostgreSQL, when `--database-url` names one: a connection pool whose statements are prepared
 //! once per connection (one round trip per query after that), schema migrations run at start by
-//! whichever instance gets there first, and `LISTEN` for notices other instances send. Every
+//! whichever instance gets there first, and `LISTEN` for notices other instances send.
+//! Connections use TLS as libpq's `sslmode` says: `prefer` (the default) when the server offers
+//! it, `require` always, both without checking the server's certificate unless `sslrootcert` (a
+//! PEM file) is given; `verify-ca` and `verify-full` always check it, host name included, against
+//! the public roots and `sslrootcert`; `disable` never. Every
 //! query through [`Database::client`] is counted, so benches can report round trips per item.
 
 use std::sync::Arc;
@@ -10,7 +14,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_util::sync::CancellationToken;
 
 /// Connections per instance: crawl claims and finishes are short, so a few carry many items.
@@ -34,18 +39,21 @@ pub struct Database {
     pool: Pool,
     // Shared: a `Database` is cloned into every store and call context.
     config: Arc<tokio_postgres::Config>,
+    tls: MakeRustlsConnect,
     round_trips: Arc<AtomicU64>,
 }
 
 impl Database {
     /// Connects (checking the URL and that the server answers).
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let (url, root_cert, verify) = split_tls_options(url);
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| anyhow::anyhow!("--database-url is not a PostgreSQL URL: {e}"))?;
+        let tls = tls(root_cert.as_deref(), verify)?;
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -57,6 +65,7 @@ impl Database {
         let database = Self {
             pool,
             config: Arc::new(config),
+            tls,
             round_trips: Arc::default(),
         };
         database
@@ -72,7 +81,7 @@ impl Database {
             .pool
             .get()
             .await
-            .map_err(|e| anyhow::anyhow!("PostgreSQL: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("PostgreSQL: {}", causes(&e)))?;
         Ok(Client {
             object,
             round_trips: self.round_trips.clone(),
@@ -167,11 +176,11 @@ impl Database {
     /// its own that reconnects when lost, until `stop`.
     pub fn listen(&self, channel: &'static str, stop: CancellationToken) -> mpsc::Receiver<String> {
         let (sender, receiver) = mpsc::channel(1024);
-        let config = self.config.clone();
+        let (config, tls) = (self.config.clone(), self.tls.clone());
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 tokio::select! {
-                    outcome = relay(&config, channel, &sender) => {
+                    outcome = relay(&config, tls.clone(), channel, &sender) => {
                         if let Err(error) = outcome {
                             tracing::warn!(%error, channel, "PostgreSQL LISTEN connection lost; reconnecting");
                         }
@@ -191,13 +200,144 @@ impl Database {
     }
 }
 
+/// An error with its causes (a failed TLS handshake says why only in its source).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// What of the URL is TLS settings tokio-postgres does not read: the URL without them (libpq's
+/// `verify-ca` and `verify-full` become `require`), the `sslrootcert` file, and whether the
+/// server's certificate must be checked.
+fn split_tls_options(url: &str) -> (String, Option<std::path::PathBuf>, bool) {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        // A `key=value` connection string: passed on as it is.
+        return (url.to_string(), None, false);
+    };
+    let (mut root_cert, mut verify) = (None, false);
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(key, value)| match (key.as_ref(), value.as_ref()) {
+            ("sslrootcert", path) => {
+                root_cert = Some(std::path::PathBuf::from(path));
+                None
+            }
+            ("sslmode", "verify-ca" | "verify-full") => {
+                verify = true;
+                Some((key.into(), "require".into()))
+            }
+            _ => Some((key.into_owned(), value.into_owned())),
+        })
+        .collect();
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    let verify = verify || root_cert.is_some();
+    (parsed.to_string(), root_cert, verify)
+}
+
+/// TLS that checks the server's certificate against the public roots and those of `root_cert`
+/// when `verify`, and encrypts without checking it otherwise (libpq's `prefer` and `require`).
+fn tls(root_cert: Option<&std::path::Path>, verify: bool) -> anyhow::Result<MakeRustlsConnect> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    if !verify {
+        let config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+            .with_no_client_auth();
+        return Ok(MakeRustlsConnect::new(config));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = root_cert {
+        let certificates = CertificateDer::pem_file_iter(path)
+            .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| anyhow::anyhow!("sslrootcert {}: {e}", path.display()))?;
+        if certificates.is_empty() {
+            anyhow::bail!("sslrootcert {}: no PEM certificate in it", path.display());
+        }
+        for certificate in certificates {
+            roots
+                .add(certificate)
+                .map_err(|e| anyhow::anyhow!("sslrootcert {}: {e}", path.display()))?;
+        }
+    }
+    let config = builder.with_root_certificates(roots).with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// libpq's `prefer` and `require`: the connection is encrypted, the server not authenticated
+/// (its handshake signatures are still checked).
+#[derive(Debug)]
+struct Unverified(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// Forwards one connection's notifications on `channel` until it fails or nobody listens.
 async fn relay(
     config: &tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     channel: &str,
     sender: &mpsc::Sender<String>,
 ) -> anyhow::Result<()> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = config.connect(tls).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let command = format!("LISTEN {channel}");
     {

@@ -262,3 +262,48 @@ async fn profiles(store: impl Fn(Option<chacha20poly1305::Key>) -> ProfileStore)
     assert!(error.hint.contains("sealed, site"), "{}", error.hint);
     saved
 }
+
+/// TLS as libpq's `sslmode` says, against a server with a CA of its own; the evidence is the
+/// server's `pg_stat_ssl` row for the connection.
+#[tokio::test]
+async fn postgresql_connections_use_tls_as_sslmode_says() {
+    let (Some(url), Some(ca)) = (postgres::database(), postgres::ca_file()) else {
+        return;
+    };
+    let ssl_of = |url: String| async move {
+        let database = Database::connect(&url).await?;
+        let row = database
+            .client()
+            .await?
+            .query_opt(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await?;
+        anyhow::Ok(row.map(|row| row.get::<_, bool>(0)))
+    };
+    let with = |options: String| format!("{url}?{options}");
+    let verified = with(format!("sslmode=verify-full&sslrootcert={}", ca.display()));
+    for (url, tls) in [
+        (url.clone(), true),
+        (with("sslmode=disable".into()), false),
+        (with("sslmode=require".into()), true),
+        (verified.clone(), true),
+        (verified.replace("127.0.0.1", "localhost"), true),
+    ] {
+        assert_eq!(ssl_of(url.clone()).await.unwrap(), Some(tls), "{url}");
+    }
+    let unknown = ssl_of(with("sslmode=verify-full".into()))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{unknown:#}").contains("certificate"),
+        "the public roots do not vouch for the test CA: {unknown:#}"
+    );
+    let missing = with("sslmode=verify-ca&sslrootcert=/nonexistent/ca.pem".into());
+    let missing = ssl_of(missing).await.unwrap_err();
+    assert!(
+        format!("{missing:#}").contains("sslrootcert"),
+        "{missing:#}"
+    );
+}

@@ -1,7 +1,9 @@
 //! A real PostgreSQL server for the tests that run against it: Debian's binaries
 //! (`/usr/lib/postgresql/*/bin`, installed by scripts/setup), one server per test binary in a
 //! temporary directory on a free port, a database per test. Started as the `postgres` user when
-//! the tests run as root (PostgreSQL refuses root), and killed with the test binary.
+//! the tests run as root (PostgreSQL refuses root), and killed with the test binary. It offers
+//! TLS with a certificate for 127.0.0.1 and localhost from a CA made for it ([`ca_file`]), as
+//! managed PostgreSQL does: clients that do not ask for TLS (`sslmode=prefer`) get it anyway.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,40 @@ const USER: &str = "webpilot";
 static SERVER: OnceLock<Option<Server>> = OnceLock::new();
 static PID: AtomicU32 = AtomicU32::new(0);
 static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// The PEM file of the CA that signed the test server's certificate.
+pub fn ca_file() -> Option<PathBuf> {
+    server()?;
+    Some(DIR.get()?.join("ca.pem"))
+}
+
+/// Writes a CA (`ca.pem`) and a server certificate for 127.0.0.1 and localhost signed by it
+/// (`server.crt`, `server.key`, the key readable by its owner only) into `dir`.
+fn make_certificates(dir: &Path, user: Option<(libc::uid_t, libc::gid_t)>) {
+    use std::os::unix::fs::PermissionsExt;
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "webpilot test CA");
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca_pem).unwrap();
+    std::fs::write(dir.join("server.crt"), server.pem()).unwrap();
+    let key_file = dir.join("server.key");
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    if let Some((uid, gid)) = user {
+        for file in ["server.crt", "server.key"] {
+            std::os::unix::fs::chown(dir.join(file), Some(uid), Some(gid)).unwrap();
+        }
+    }
+}
 
 /// The binary's server, started on first use; None (with the reason on stderr) where
 /// PostgreSQL is not installed.
@@ -127,6 +163,7 @@ fn start(bin: &Path) -> Server {
         let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
         assert_eq!(unsafe { libc::chown(path.as_ptr(), uid, gid) }, 0);
     }
+    make_certificates(&dir, user);
     let data = dir.join("data");
     let mut initdb = std::process::Command::new(bin.join("initdb"));
     initdb
@@ -159,7 +196,16 @@ fn start(bin: &Path) -> Server {
             "fsync=off",
             "-c",
             "max_connections=300",
+            "-c",
+            "ssl=on",
         ])
+        .arg("-c")
+        .arg(format!(
+            "ssl_cert_file={}",
+            dir.join("server.crt").display()
+        ))
+        .arg("-c")
+        .arg(format!("ssl_key_file={}", dir.join("server.key").display()))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     as_server(&mut postgres, user);
