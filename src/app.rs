@@ -63,15 +63,20 @@ impl App {
             Some(url) => Some(Database::connect(url).await?),
             None => None,
         };
-        if let Some(database) = &database {
-            let shared = SharedKeys::open(database.clone()).await?.entries().await?;
-            config.keys.extend(shared);
-        }
+        let shared_keys = match &database {
+            Some(database) => {
+                let keys = SharedKeys::open(database.clone()).await?;
+                config.keys.extend(keys.entries().await?);
+                Some(keys)
+            }
+            None => None,
+        };
         config.check_exposure()?;
         let config = Arc::new(config);
         let tenants = Arc::new(Tenants::from_config(&config)?);
         let removed: usize = tenants
             .all()
+            .iter()
             .map(|tenant| {
                 let dir = tenant.data_dir(&config.data_dir);
                 crate::browser::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
@@ -91,6 +96,9 @@ impl App {
         let browser = BrowserService::new(config.clone(), policy.as_ref().clone());
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         browser.spawn_housekeeping(stop.clone(), &tasks);
+        if let Some(keys) = shared_keys {
+            keys.follow(tenants.clone(), stop.clone(), &tasks);
+        }
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         if let Some(database) = &database {
             crate::browser::profiles::migrate(database).await?;

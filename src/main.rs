@@ -406,9 +406,12 @@ async fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
                     path.display().to_string()
                 }
             };
-            eprintln!(
-                "added tenant {name:?} to {place} (restart webpilot to use it); its key, shown once:"
-            );
+            let when = if shared.is_some() {
+                "instances running on that database take it within seconds"
+            } else {
+                "restart webpilot to use it"
+            };
+            eprintln!("added tenant {name:?} to {place} ({when}); its key, shown once:");
             println!("{key}");
         }
     }

@@ -9,14 +9,19 @@
 //!
 //! Keys are never stored: the file holds their SHA-256, and a presented key is hashed and
 //! compared with every entry in constant time. With `--database-url`, `webpilot keys add` puts
-//! the entry in PostgreSQL instead ([`SharedKeys`]), and every instance reads those at start.
+//! the entry in PostgreSQL instead ([`SharedKeys`]) and announces it: every instance reads those
+//! at start and takes new ones as they are added.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, KeyEntry};
 use crate::policy::UrlPolicy;
@@ -31,6 +36,12 @@ const KEY_MIGRATIONS: [Migration; 1] = [(
          added_at TIMESTAMPTZ NOT NULL DEFAULT now()
      );",
 )];
+
+/// How often the keys in PostgreSQL are read again, whatever was announced.
+const KEYS_RESCAN: Duration = Duration::from_secs(60);
+
+/// The channel on which an added key is announced (its tenant's name).
+pub const KEYS_CHANNEL: &str = "webpilot_keys";
 
 /// Tenants' key entries kept in PostgreSQL (as the keys file's TOML), shared by every instance.
 pub struct SharedKeys {
@@ -60,18 +71,47 @@ impl SharedKeys {
             .collect()
     }
 
+    /// Gives `tenants` the keys added from now on (announced on [`KEYS_CHANNEL`], and looked
+    /// for every minute in case an announcement was missed), until `stop`.
+    pub fn follow(self, tenants: Arc<Tenants>, stop: CancellationToken, tasks: &TaskTracker) {
+        let mut announced = self.database.listen(KEYS_CHANNEL, stop.clone());
+        tasks.spawn(async move {
+            let mut every = tokio::time::interval(KEYS_RESCAN);
+            loop {
+                tokio::select! {
+                    Some(_) = announced.recv() => {}
+                    _ = every.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                match self.entries().await {
+                    Ok(entries) => {
+                        let added = tenants.add(&entries);
+                        if added > 0 {
+                            tracing::info!(added, "tenants' keys added");
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "cannot read the tenants' keys"),
+                }
+            }
+        });
+    }
+
     /// Adds `entry`; false (nothing changed) when its tenant already has a key.
     pub async fn add(&self, entry: &KeyEntry) -> anyhow::Result<bool> {
         let added = self
             .database
             .client()
             .await?
-            .execute(
-                "INSERT INTO tenant_keys (tenant, entry) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&entry.tenant, &toml::to_string(entry)?],
+            .query_opt(
+                "WITH added AS (
+                     INSERT INTO tenant_keys (tenant, entry) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING RETURNING tenant
+                 )
+                 SELECT pg_notify($3, tenant) FROM added",
+                &[&entry.tenant, &toml::to_string(entry)?, &KEYS_CHANNEL],
             )
             .await?;
-        Ok(added == 1)
+        Ok(added.is_some())
     }
 }
 
@@ -107,13 +147,17 @@ impl Tenant {
 
     /// A keys-file tenant: the operator's rules narrowed by the entry's, the operator's rates
     /// overridden by the entry's.
-    fn keyed(entry: &KeyEntry, config: &Config, operator: &Tenant) -> anyhow::Result<Self> {
+    fn keyed(
+        entry: &KeyEntry,
+        rate: &HashMap<String, String>,
+        operator: &Tenant,
+    ) -> anyhow::Result<Self> {
         let name = entry.tenant.as_str();
         let policy = operator
             .policy
             .narrowed(name, &entry.allow_domains, &entry.deny_domains)
             .map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
-        let mut rates: HashMap<String, String> = config.rate.clone();
+        let mut rates: HashMap<String, String> = rate.clone();
         rates.extend(entry.rate.clone());
         let rates =
             RateLimiter::new(&rates).map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
@@ -186,36 +230,68 @@ pub struct Tenants {
     operator: Arc<Tenant>,
     /// `--token`'s SHA-256: it opens the operator's tenant.
     token: Option<[u8; 32]>,
-    keyed: Vec<([u8; 32], Arc<Tenant>)>,
+    /// Grows when keys are added while the service runs (never shrinks: a key is never removed).
+    keyed: RwLock<Vec<([u8; 32], Arc<Tenant>)>>,
+    /// `[rate]`, which tenants' own rates override.
+    rate: HashMap<String, String>,
 }
 
 impl Tenants {
     /// From `token` and `[[keys]]` (the keys file already read into the config).
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let operator = Arc::new(Tenant::operator(config)?);
-        let mut keyed: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
+        let tenants = Self {
+            operator: Arc::new(Tenant::operator(config)?),
+            token: config.token.as_deref().map(hash_key),
+            keyed: RwLock::default(),
+            rate: config.rate.clone(),
+        };
         for entry in &config.keys {
-            check_tenant_name(&entry.tenant).map_err(anyhow::Error::msg)?;
-            let hash = parse_hash(&entry.sha256)
-                .map_err(|e| anyhow::anyhow!("keys: tenant {:?}: {e}", entry.tenant))?;
-            if keyed
-                .iter()
-                .any(|(h, t)| *h == hash || t.name == entry.tenant)
-            {
+            if !tenants.admit(entry)? {
                 anyhow::bail!("keys: tenant {:?} or its key is listed twice", entry.tenant);
             }
-            keyed.push((hash, Arc::new(Tenant::keyed(entry, config, &operator)?)));
         }
-        Ok(Self {
-            operator,
-            token: config.token.as_deref().map(hash_key),
-            keyed,
-        })
+        Ok(tenants)
+    }
+
+    /// Takes the tenants of `entries` not known yet (keys added while the service runs);
+    /// returns how many. An entry that cannot be read is logged and left out.
+    pub fn add(&self, entries: &[KeyEntry]) -> usize {
+        entries
+            .iter()
+            .filter(|entry| match self.admit(entry) {
+                Ok(added) => added,
+                Err(error) => {
+                    tracing::error!(tenant = %entry.tenant, %error, "a key that cannot be used");
+                    false
+                }
+            })
+            .count()
+    }
+
+    /// Adds `entry`'s tenant; false when its name or its key is already known.
+    fn admit(&self, entry: &KeyEntry) -> anyhow::Result<bool> {
+        check_tenant_name(&entry.tenant).map_err(anyhow::Error::msg)?;
+        let hash = parse_hash(&entry.sha256)
+            .map_err(|e| anyhow::anyhow!("keys: tenant {:?}: {e}", entry.tenant))?;
+        let tenant = Tenant::keyed(entry, &self.rate, &self.operator)?;
+        let mut keyed = self.keyed.write().unwrap_or_else(|e| e.into_inner());
+        if keyed
+            .iter()
+            .any(|(h, t)| *h == hash || t.name == entry.tenant)
+        {
+            return Ok(false);
+        }
+        keyed.push((hash, Arc::new(tenant)));
+        Ok(true)
+    }
+
+    fn keyed(&self) -> RwLockReadGuard<'_, Vec<([u8; 32], Arc<Tenant>)>> {
+        self.keyed.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether calls must present a key.
     pub fn auth_required(&self) -> bool {
-        self.token.is_some() || !self.keyed.is_empty()
+        self.token.is_some() || !self.keyed().is_empty()
     }
 
     /// The tenant `key` opens. Every entry is compared, in constant time, whatever matches.
@@ -227,7 +303,7 @@ impl Tenants {
         {
             found = Some(self.operator.clone());
         }
-        for (hash, tenant) in &self.keyed {
+        for (hash, tenant) in self.keyed().iter() {
             if bool::from(hash.ct_eq(&presented)) {
                 found = Some(tenant.clone());
             }
@@ -240,9 +316,12 @@ impl Tenants {
         self.operator.clone()
     }
 
-    /// The operator and every keys-file tenant.
-    pub fn all(&self) -> impl Iterator<Item = &Arc<Tenant>> {
-        std::iter::once(&self.operator).chain(self.keyed.iter().map(|(_, tenant)| tenant))
+    /// The operator and every keyed tenant.
+    pub fn all(&self) -> Vec<Arc<Tenant>> {
+        let keyed = self.keyed();
+        std::iter::once(self.operator.clone())
+            .chain(keyed.iter().map(|(_, tenant)| tenant.clone()))
+            .collect()
     }
 
     /// The tenant of this name (empty: the operator), if it is still in the keys.
@@ -250,7 +329,7 @@ impl Tenants {
         if name.is_empty() {
             return Some(self.operator.clone());
         }
-        self.keyed
+        self.keyed()
             .iter()
             .find(|(_, t)| t.name == name)
             .map(|(_, t)| t.clone())

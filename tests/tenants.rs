@@ -463,7 +463,8 @@ async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
 }
 
 /// With `--database-url`, `webpilot keys add` puts the hash in PostgreSQL, not in a file, and
-/// two instances with data dirs of their own both let the key in (and refuse a wrong one).
+/// two instances with data dirs of their own both let the key in (and refuse a wrong one); a key
+/// added while they run opens them within seconds.
 #[tokio::test]
 async fn keys_added_to_postgresql_open_every_instance() {
     let Some(database) = common::postgres::database() else {
@@ -484,16 +485,27 @@ async fn keys_added_to_postgresql_open_every_instance() {
         let (child, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
         instances.push((child, api, data, tmp));
     }
+    let status = |api: &str, key: &str| {
+        let request = common::client()
+            .get(format!("{api}/api/sessions"))
+            .bearer_auth(key)
+            .send();
+        async move { request.await.unwrap().status().as_u16() }
+    };
     for (_, api, _, _) in &instances {
-        let status = |key: &str| {
-            let request = common::client()
-                .get(format!("{api}/api/sessions"))
-                .bearer_auth(key)
-                .send();
-            async move { request.await.unwrap().status().as_u16() }
-        };
-        assert_eq!(status(&key).await, 200, "{api}");
-        assert_eq!(status("not-erins-key-at-all").await, 401, "{api}");
+        assert_eq!(status(api, &key).await, 200, "{api}");
+        assert_eq!(status(api, "not-erins-key-at-all").await, 401, "{api}");
+    }
+    // A key added while they run opens them too, without a restart.
+    let added = add("frank");
+    assert!(added.status.success(), "{added:?}");
+    let frank = String::from_utf8(added.stdout).unwrap().trim().to_string();
+    for (_, api, _, _) in &instances {
+        common::eventually("frank's key opens the instance", Duration::from_secs(10), || {
+            let (api, frank) = (api.clone(), frank.clone());
+            async move { status(&api, &frank).await == 200 }
+        })
+        .await;
     }
     for (mut child, ..) in instances {
         child.kill().unwrap();
