@@ -104,6 +104,10 @@ pub struct Config {
     /// Browser origins (`https://app.example.com`, `http://localhost:*`) that may call `/mcp`
     /// besides loopback ones; requests without an `Origin` (non-browser clients) always may.
     pub mcp_allowed_origins: Vec<String>,
+    /// Load balancers and reverse proxies (IPs or CIDR networks) whose `X-Forwarded-For` names
+    /// the client: failed authentications then count against that client, not against the
+    /// proxy every client comes through.
+    pub trusted_proxies: Vec<String>,
     /// PostgreSQL URL for shared state (crawl tasks); none: SQLite in the data dir.
     pub database_url: Option<String>,
     /// How the other instances reach this one (sessions are routed to the instance holding them).
@@ -401,6 +405,7 @@ impl Default for Config {
             proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),
             mcp_allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             database_url: None,
             instance_url: None,
         }
@@ -532,6 +537,14 @@ pub struct ConfigArgs {
         value_delimiter = ','
     )]
     pub mcp_allowed_origins: Option<Vec<String>>,
+    /// Proxies whose X-Forwarded-For names the client (IPs or CIDRs, comma list).
+    #[arg(
+        long,
+        env = "WEBPILOT_TRUSTED_PROXIES",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Option<Vec<String>>,
     /// PostgreSQL URL (postgres://user:pass@host/db) for state shared by several instances.
     #[arg(
         long,
@@ -710,6 +723,7 @@ impl Config {
         set(&mut self.fetch.deny_domains, &args.fetch_deny_domains);
         set(&mut self.mcp_allowed_hosts, &args.mcp_allowed_hosts);
         set(&mut self.mcp_allowed_origins, &args.mcp_allowed_origins);
+        set(&mut self.trusted_proxies, &args.trusted_proxies);
         set(&mut self.llm.base_url, &args.llm_base_url);
         set(&mut self.llm.model, &args.llm_model);
         if args.llm_api_key.is_some() {
@@ -732,6 +746,23 @@ impl Config {
     }
 
     /// Refuses configurations that would be unsafe or cannot work.
+    /// `trusted_proxies` as networks (an address is a network of one).
+    pub fn proxy_networks(&self) -> anyhow::Result<Vec<ipnet::IpNet>> {
+        self.trusted_proxies
+            .iter()
+            .map(|entry| {
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "trusted_proxies: {entry:?} is not an IP address or network"
+                        )
+                    })
+            })
+            .collect()
+    }
+
     /// Refuses a non-loopback bind that nobody's key guards.
     pub fn check_exposure(&self) -> anyhow::Result<()> {
         if !self.bind.is_loopback()
@@ -760,6 +791,7 @@ impl Config {
         if self.database_url.is_none() {
             self.check_exposure()?;
         }
+        self.proxy_networks()?;
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");
         }
@@ -835,6 +867,19 @@ mod tests {
         }
         config.token = Some("a3f9c1e07b5d2468".into());
         assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let mut config = Config {
+            trusted_proxies: vec!["10.0.0.0/8".into(), "192.0.2.1".into(), "::1".into()],
+            ..Config::default()
+        };
+        assert_eq!(config.proxy_networks().unwrap().len(), 3);
+        assert!(config.validate().is_ok());
+        config.trusted_proxies.push("nginx".into());
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("\"nginx\""), "{error}");
     }
 
     #[test]

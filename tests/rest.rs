@@ -321,6 +321,54 @@ async fn a_token_is_required_when_configured() {
     assert_eq!(body["error"]["code"], "LIMIT", "{body:#}");
 }
 
+/// Behind a trusted proxy, a client that keeps failing is locked out by the address the
+/// proxy's `X-Forwarded-For` names, not every client with it; an untrusted peer's
+/// `X-Forwarded-For` is its own word and changes nothing.
+#[tokio::test]
+async fn failures_count_against_the_client_a_trusted_proxy_names() {
+    const TOKEN: &str = "behind-a-proxy-token";
+    let service = |proxies: Vec<String>| {
+        common::start(webpilot::config::Config {
+            token: Some(TOKEN.into()),
+            trusted_proxies: proxies,
+            ..common::loopback_config()
+        })
+    };
+    let tools = |api: &str, key: &'static str, client: &'static str| {
+        client_request(format!("{api}/api/tools"), key, client)
+    };
+    // The tests' own address, 127.0.0.1, is the proxy.
+    let proxied = service(vec!["127.0.0.0/8".into()]);
+    for _ in 0..10 {
+        let status = tools(&proxied.api, "guess", "198.51.100.7, 203.0.113.7").await;
+        assert_eq!(status, 401);
+    }
+    let locked = tools(&proxied.api, TOKEN, "203.0.113.7").await;
+    assert_eq!(locked, 429, "the guessing client is locked out");
+    let other = tools(&proxied.api, TOKEN, "198.51.100.7, 203.0.113.8").await;
+    assert_eq!(other, 200, "a client it did not name is not");
+
+    let direct = service(Vec::new());
+    for _ in 0..10 {
+        assert_eq!(tools(&direct.api, "guess", "203.0.113.7").await, 401);
+    }
+    let same_peer = tools(&direct.api, TOKEN, "203.0.113.8").await;
+    assert_eq!(same_peer, 429, "without trust, the peer is the client");
+}
+
+/// `GET url` with `key` and `X-Forwarded-For: forwarded_for`: the status.
+async fn client_request(url: String, key: &str, forwarded_for: &str) -> u16 {
+    client()
+        .get(url)
+        .bearer_auth(key)
+        .header("x-forwarded-for", forwarded_for)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 #[tokio::test]
 async fn metrics_count_the_calls_made() {
     let api = &harness().api;

@@ -501,10 +501,14 @@ async fn keys_added_to_postgresql_open_every_instance() {
     assert!(added.status.success(), "{added:?}");
     let frank = String::from_utf8(added.stdout).unwrap().trim().to_string();
     for (_, api, _, _) in &instances {
-        common::eventually("frank's key opens the instance", Duration::from_secs(10), || {
-            let (api, frank) = (api.clone(), frank.clone());
-            async move { status(&api, &frank).await == 200 }
-        })
+        common::eventually(
+            "frank's key opens the instance",
+            Duration::from_secs(10),
+            || {
+                let (api, frank) = (api.clone(), frank.clone());
+                async move { status(&api, &frank).await == 200 }
+            },
+        )
         .await;
     }
     for (mut child, ..) in instances {

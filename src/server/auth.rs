@@ -2,9 +2,10 @@
 //! takes capability links instead) when a token or tenant keys are set. The key names the request's tenant, which handlers find in its extensions
 //! (`Extension<Arc<Tenant>>`); without keys every request is the operator's. Failures are
 //! counted (`webpilot_auth_failures_total`), and a client address that fails too often is
-//! refused outright for a while, right key or not, so guessing gains nothing.
+//! refused outright for a while, right key or not, so guessing gains nothing. Behind a trusted
+//! proxy (`trusted_proxies`) the client address is the one its `X-Forwarded-For` names.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +31,16 @@ pub(super) struct Auth {
     registry: Arc<Registry>,
     /// Failures by client address.
     failures: Arc<RateLimiter>,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    proxies: Arc<Vec<ipnet::IpNet>>,
 }
 
 impl Auth {
-    pub(super) fn new(tenants: Arc<Tenants>, registry: Arc<Registry>) -> Self {
+    pub(super) fn new(
+        tenants: Arc<Tenants>,
+        registry: Arc<Registry>,
+        proxies: Vec<ipnet::IpNet>,
+    ) -> Self {
         let quota = Quota {
             count: FAILURES_PER_MINUTE,
             period: Duration::from_secs(60),
@@ -42,7 +49,45 @@ impl Auth {
             tenants,
             registry,
             failures: Arc::new(RateLimiter::keyed(quota)),
+            proxies: Arc::new(proxies),
         }
+    }
+
+    fn trusted(&self, address: IpAddr) -> bool {
+        self.proxies
+            .iter()
+            .any(|network| network.contains(&address))
+    }
+
+    /// Who is calling: the peer, or behind trusted proxies the nearest address of the
+    /// `X-Forwarded-For` chain that is not one of them (entries further left are the client's
+    /// word, forgeable).
+    fn client(&self, request: &Request) -> String {
+        let Some(peer) = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip())
+        else {
+            return String::new();
+        };
+        if !self.trusted(peer) {
+            return peer.to_string();
+        }
+        let chain: Vec<IpAddr> = request
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|entry| entry.trim().parse().ok())
+            .collect();
+        chain
+            .iter()
+            .rev()
+            .find(|address| !self.trusted(**address))
+            .or(chain.first())
+            .unwrap_or(&peer)
+            .to_string()
     }
 }
 
@@ -61,11 +106,7 @@ pub(super) async fn require_token(
     if path == "/healthz" || path == "/" || path.starts_with("/live/") {
         return next.run(request).await;
     }
-    let client = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| peer.ip().to_string())
-        .unwrap_or_default();
+    let client = auth.client(&request);
     if let Some(wait) = auth.failures.exhausted(&client) {
         return error_response(
             &ToolError::new(

@@ -34,7 +34,9 @@ const ANSWER_GRACE: Duration = Duration::from_secs(3);
 
 /// The complete router of the service.
 pub fn router(app: App) -> Router {
-    let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone());
+    // Checked at start (Config::validate).
+    let proxies = app.config.proxy_networks().unwrap_or_default();
+    let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone(), proxies);
     let mcp = mcp_service(&app);
     let routing = app.clone();
     chat::routes(app.clone())
