@@ -82,12 +82,8 @@ impl Cluster {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let forwarding_mark = database
-            .shared_secret(FORWARDING_SECRET)
-            .await?
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let forwarding_mark =
+            data_encoding::HEXLOWER.encode(&database.shared_secret(FORWARDING_SECRET).await?);
         let cluster = Arc::new(Self {
             database,
             instance,

@@ -81,7 +81,8 @@ impl Database {
             .pool
             .get()
             .await
-            .map_err(|e| anyhow::anyhow!("PostgreSQL: {}", causes(&e)))?;
+            // With its causes: a failed TLS handshake says why only in its source.
+            .map_err(|e| anyhow::anyhow!("PostgreSQL: {:#}", anyhow::Error::new(e)))?;
         Ok(Client {
             object,
             round_trips: self.round_trips.clone(),
@@ -198,20 +199,6 @@ impl Database {
         });
         receiver
     }
-}
-
-/// An error with its causes (a failed TLS handshake says why only in its source).
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// What of the URL is TLS settings tokio-postgres does not read: the URL without them (libpq's

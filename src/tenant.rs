@@ -273,12 +273,18 @@ impl Tenants {
         check_tenant_name(&entry.tenant).map_err(anyhow::Error::msg)?;
         let hash = parse_hash(&entry.sha256)
             .map_err(|e| anyhow::anyhow!("keys: tenant {:?}: {e}", entry.tenant))?;
+        let known = |keyed: &[([u8; 32], Arc<Tenant>)]| {
+            keyed
+                .iter()
+                .any(|(h, t)| *h == hash || t.name == entry.tenant)
+        };
+        // Every rescan offers every key again: known ones are not built again.
+        if known(&self.keyed()) {
+            return Ok(false);
+        }
         let tenant = Tenant::keyed(entry, &self.rate, &self.operator)?;
         let mut keyed = self.keyed.write().unwrap_or_else(|e| e.into_inner());
-        if keyed
-            .iter()
-            .any(|(h, t)| *h == hash || t.name == entry.tenant)
-        {
+        if known(&keyed) {
             return Ok(false);
         }
         keyed.push((hash, Arc::new(tenant)));
