@@ -45,7 +45,7 @@ def as_postgres(command: list[str]) -> list[str]:
 def start_postgres(directory: str) -> tuple[subprocess.Popen, int]:
     bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
     if not bins:
-        raise SystemExit("PostgreSQL is not installed (scripts/setup installs it)")
+        raise SystemExit("PostgreSQL is not installed (scripts/setup --test installs it)")
     bin_dir = bins[-1]
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres")

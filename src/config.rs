@@ -280,6 +280,9 @@ pub struct FetchConfig {
     /// Longest a whole fetch (all redirects, whole body) may take.
     pub total_timeout_ms: u64,
     pub user_agent: String,
+    /// Certificate authorities (a PEM file) trusted besides the built-in roots by fetches
+    /// without a browser, e.g. a company's CA.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for FetchConfig {
@@ -299,6 +302,7 @@ impl Default for FetchConfig {
                 env!("CARGO_PKG_VERSION")
             )
             .into(),
+            ca_file: None,
         }
     }
 }

@@ -171,6 +171,22 @@ impl UrlPolicy {
         }
     }
 
+    /// A policy that reaches nothing: for the connections a browser makes outside every
+    /// session (its clock, update and account checks), which no caller asked for.
+    pub fn nothing() -> Self {
+        let mut policy = Self::default();
+        policy.domains.push(DomainRules {
+            allow: vec![DomainRule {
+                written: "nothing.invalid".into(),
+                host: "nothing.invalid".into(),
+                wildcard: false,
+            }],
+            deny: Vec::new(),
+            owner: "the browser's own background connections' ".into(),
+        });
+        policy
+    }
+
     /// The allow-list alone: entries are IP addresses, CIDR networks (`10.0.0.0/8`) or host names.
     pub fn new(allow: &[String]) -> Result<Self, String> {
         let mut policy = Self::default();

@@ -2,7 +2,7 @@
 //! credentials, bypassed hosts go direct, the URL policy still refuses private targets before
 //! the proxy sees them, a name this machine cannot resolve is left to the proxy, and a session
 //! may bring its own proxy. The proxy is a small forwarding proxy written here, which records
-//! what it was asked.
+//! exactly what it was asked (the real proxies users run are in tests/real_proxies.rs).
 
 mod common;
 
@@ -175,17 +175,23 @@ fn the_browser_and_the_http_client_go_through_the_proxy() {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"))
     );
+    // Plain HTTP goes to an HTTP proxy in absolute form, from the browser and the HTTP client
+    // alike (proxies commonly allow CONNECT to port 443 only).
+    let requests = seen
+        .iter()
+        .filter(|(method, target, auth)| {
+            method == "GET"
+                && *target == format!("http://{fixtures}/article.html")
+                && *auth == credentials
+        })
+        .count();
     assert!(
-        seen.iter().any(|(method, target, auth)| method == "CONNECT"
-            && *target == fixtures
-            && *auth == credentials),
-        "the browser's tunnel: {seen:?}"
+        requests >= 2,
+        "the browser's and the HTTP client's requests: {seen:?}"
     );
     assert!(
-        seen.iter().any(|(method, target, auth)| method == "GET"
-            && target.ends_with("/article.html")
-            && *auth == credentials),
-        "the HTTP client's request: {seen:?}"
+        !seen.iter().any(|(method, _, _)| method == "CONNECT"),
+        "plain HTTP was tunnelled: {seen:?}"
     );
 }
 
@@ -246,7 +252,11 @@ fn names_only_the_proxy_knows_go_to_it_and_sessions_bring_their_own() {
         !asked_for("wiki.corp.invalid:8080").is_empty(),
         "{unknown:?}"
     );
-    assert_ne!(unknown.0, 200);
+    // The proxy could not reach it either: a failed navigation, or the proxy's own 502 page.
+    assert!(
+        unknown.0 != 200 || unknown.1["status"] == 502,
+        "{unknown:?}"
+    );
     // The session's own proxy, with its wrong password: refused by the proxy, said plainly,
     // and the password is shown nowhere.
     let message = refused.1["error"]["message"].as_str().unwrap_or_default();

@@ -32,6 +32,19 @@ pub enum Destination {
     Reload,
 }
 
+/// Why a tab shows Chromium's error page instead of a document.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FailedNavigation {
+    /// The URL that could not be loaded.
+    pub url: String,
+    /// NAVIGATION_FAILED, or BLOCKED_URL when the URL policy refused it.
+    pub code: ErrorCode,
+    /// What went wrong.
+    pub message: String,
+    /// How to recover.
+    pub hint: String,
+}
+
 /// What a navigation found.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Arrival {
@@ -49,7 +62,45 @@ pub struct Arrival {
 
 impl Tab {
     /// Navigates and waits until the page is ready, `wait_for` appears, or `timeout` passes.
+    /// A failure that leaves Chromium's error page is remembered for reading that page.
     pub async fn navigate(
+        &mut self,
+        destination: Destination,
+        wait_for: Option<&str>,
+        timeout: Duration,
+    ) -> ToolResult<Arrival> {
+        let arrival = self.go(destination, wait_for, timeout).await;
+        if let Err(error) = &arrival
+            && matches!(
+                error.code,
+                ErrorCode::BlockedUrl | ErrorCode::NavigationFailed
+            )
+            // An aborted navigation (a download, an empty answer) leaves the document as it was.
+            && !error.message.contains("ERR_ABORTED")
+        {
+            lock(&self.events).navigation_failure = Some(error.clone());
+        }
+        arrival
+    }
+
+    /// Why the tab shows Chromium's error page, if it does: the failed navigation's own error,
+    /// else (a link or a reload that failed) that the page could not be loaded.
+    pub fn failed_navigation(&self) -> Option<FailedNavigation> {
+        let events = lock(&self.events);
+        let url = events.unreachable_url.clone()?;
+        let error = events
+            .navigation_failure
+            .clone()
+            .unwrap_or_else(|| navigation_failed("the page could not be loaded"));
+        Some(FailedNavigation {
+            url,
+            code: error.code,
+            message: error.message,
+            hint: error.hint,
+        })
+    }
+
+    async fn go(
         &mut self,
         destination: Destination,
         wait_for: Option<&str>,
@@ -113,7 +164,7 @@ impl Tab {
             (
                 events.document_status,
                 events.document_mime.clone(),
-                events.error_page,
+                events.unreachable_url.is_some(),
             )
         };
         if error_page {
@@ -140,11 +191,18 @@ impl Tab {
     }
 
     /// The error of a failed navigation to `url`. When Chromium only saw its proxy connection
-    /// fail, the egress lane knows why: the policy (`BLOCKED_URL`), DNS or the connection.
+    /// fail, or a connection end without an answer (an upstream proxy refusing plain HTTP), the
+    /// egress lane knows why: the policy (`BLOCKED_URL`), DNS, the connection or the proxy.
     fn navigation_error(&self, url: Option<&str>, error: &str) -> ToolError {
-        let through_proxy = ["SOCKS", "PROXY", "TUNNEL"]
-            .iter()
-            .any(|name| error.contains(name));
+        let through_proxy = [
+            "SOCKS",
+            "PROXY",
+            "TUNNEL",
+            "EMPTY_RESPONSE",
+            "CONNECTION_CLOSED",
+        ]
+        .iter()
+        .any(|name| error.contains(name));
         let known = url
             .filter(|_| through_proxy)
             .and_then(|url| url::Url::parse(url).ok())

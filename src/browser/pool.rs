@@ -381,7 +381,7 @@ impl BrowserPool {
             None => {
                 let lane = self
                     .egress
-                    .open_lane()
+                    .open_background_lane()
                     .await
                     .map_err(|e| unavailable(format!("cannot open the egress proxy: {e}")))?;
                 let (browser, handler, dir) = self.launch(&lane).await?;

@@ -7,10 +7,12 @@
 //!
 //! The proxy speaks SOCKS5 (`socks`): one CONNECT per connection whatever the scheme, so a
 //! refusal is a failed connection for Chromium (never a page the proxy would have to make up
-//! for plain HTTP), and no HTTP is parsed here. Each browser context gets its own *lane* (a
+//! for plain HTTP). HTTP is parsed only where an HTTP upstream proxy must see plain HTTP in
+//! absolute form (`forward`). Each browser context gets its own *lane* (a
 //! listener of its own), so what a lane refused belongs to that context's session, whichever
 //! of its tabs, frames or workers asked.
 
+mod forward;
 mod resolve;
 mod socks;
 mod upstream;
@@ -147,11 +149,27 @@ impl Egress {
         self.open_lane_through(policy, self.upstream.clone()).await
     }
 
+    /// The lane of the browser itself, outside every session: what goes through it is
+    /// Chromium's own background traffic (clock, updates, accounts), which no caller asked for
+    /// and which reaches nothing. Its refusals are not counted as the pages'.
+    pub async fn open_background_lane(self: &Arc<Self>) -> io::Result<Lane> {
+        self.open(Arc::new(UrlPolicy::nothing()), None, true).await
+    }
+
     /// `open_lane_under`, through `upstream` instead of the service's proxy (a session's own).
     pub async fn open_lane_through(
         self: &Arc<Self>,
         policy: Arc<UrlPolicy>,
         upstream: Option<Arc<Upstream>>,
+    ) -> io::Result<Lane> {
+        self.open(policy, upstream, false).await
+    }
+
+    async fn open(
+        self: &Arc<Self>,
+        policy: Arc<UrlPolicy>,
+        upstream: Option<Arc<Upstream>>,
+        background: bool,
     ) -> io::Result<Lane> {
         let listener = TcpListener::bind((IpAddr::from([127, 0, 0, 1]), 0)).await?;
         let address = listener.local_addr()?;
@@ -159,6 +177,7 @@ impl Egress {
             egress: self.clone(),
             policy,
             upstream,
+            background,
             log: Mutex::new(LaneLog::default()),
         });
         let task = tokio::spawn(serve(listener, state.clone()));
@@ -176,13 +195,18 @@ impl Egress {
         policy: &UrlPolicy,
         destination: &Destination,
         upstream: Option<&Upstream>,
-    ) -> Result<TcpStream, Failure> {
+    ) -> Result<Outbound, Failure> {
         let checked = self.resolver.checked_under(policy, &destination.host).await;
         if let Some(proxy) = upstream.filter(|proxy| !proxy.bypasses(&destination.host)) {
             return match checked {
                 // A name this machine cannot resolve is the proxy's to resolve.
                 Ok(_) | Err(Unreachable::Unresolved) => {
-                    proxy.connect(&destination.host, destination.port).await
+                    if proxy.tunnels_at_once(destination.port) {
+                        let stream = proxy.connect(&destination.host, destination.port).await?;
+                        Ok(Outbound::Ready(stream))
+                    } else {
+                        Ok(Outbound::HttpProxy(proxy.open().await?))
+                    }
                 }
                 Err(Unreachable::Refused(error)) => Err(Failure::Refused(error)),
             };
@@ -197,7 +221,7 @@ impl Egress {
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
-                    return Ok(stream);
+                    return Ok(Outbound::Ready(stream));
                 }
                 Ok(Err(error)) => last = Failure::Connect(error.kind(), error.to_string()),
                 Err(_) => {
@@ -207,6 +231,15 @@ impl Egress {
         }
         Err(last)
     }
+}
+
+/// A connection on its way to a destination.
+enum Outbound {
+    /// Connected to it (directly or tunnelled): bytes go through as they are.
+    Ready(TcpStream),
+    /// Connected to an HTTP proxy that has not been asked anything yet: what the browser
+    /// sends first decides between a tunnel and absolute-form requests.
+    HttpProxy(TcpStream),
 }
 
 /// One browser context's way out: a listener, and what it refused.
@@ -223,12 +256,18 @@ struct LaneState {
     policy: Arc<UrlPolicy>,
     /// The proxy its connections go through, if any.
     upstream: Option<Arc<Upstream>>,
+    /// The browser's own lane (`open_background_lane`): refusals there are not counted.
+    background: bool,
     log: Mutex<LaneLog>,
 }
 
 impl LaneState {
     fn failed(&self, destination: &Destination, failure: Failure) {
         if let Failure::Refused(error) = &failure {
+            if self.background {
+                tracing::debug!(target = %destination, "the browser's own connection refused");
+                return;
+            }
             self.egress.refused_total.fetch_add(1, Ordering::Relaxed);
             tracing::info!(target = %destination, message = %error.message, "egress refused");
         }
@@ -365,13 +404,23 @@ async fn tunnel(mut client: TcpStream, lane: Arc<LaneState>) {
         .connect(&lane.policy, &destination, lane.upstream.as_deref())
         .await
     {
-        Ok(upstream) => {
+        Ok(outbound) => {
             // An older failure to reach it no longer explains anything.
             lock(&lane.log)
                 .failures
                 .remove(&destination.to_string().to_ascii_lowercase());
-            if socks::reply(&mut client, Reply::Succeeded).await.is_ok() {
-                relay(client, upstream).await;
+            if socks::reply(&mut client, Reply::Succeeded).await.is_err() {
+                return;
+            }
+            match (outbound, lane.upstream.as_deref()) {
+                (Outbound::HttpProxy(proxy), Some(upstream)) => {
+                    let failed = |failure| lane.failed(&destination, failure);
+                    let (host, port) = (&destination.host, destination.port);
+                    forward::serve(client, proxy, upstream, host, port, &failed).await;
+                }
+                (Outbound::Ready(stream) | Outbound::HttpProxy(stream), _) => {
+                    relay(client, stream).await;
+                }
             }
         }
         Err(failure) => {

@@ -1,5 +1,6 @@
 //! An upstream proxy (`--proxy`, or a session's own): the egress reaches its targets through it
-//! with HTTP `CONNECT` or SOCKS5, with credentials, except hosts on the bypass list. The URL
+//! with credentials, except hosts on the bypass list: SOCKS5, or for an HTTP proxy a `CONNECT`
+//! tunnel for TLS and absolute-form requests for plain HTTP (`super::forward`). The URL
 //! policy still judges every target first (a proxy is no way around it); a name this machine
 //! cannot resolve is left to the proxy, which may resolve names the host cannot. The proxy's own
 //! address is allowed implicitly. Credentials never appear in logs or errors: `Display` and
@@ -150,12 +151,7 @@ impl Upstream {
 
     /// A connection to `host:port` through the proxy, handshake done.
     pub(super) async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
-        let connecting = TcpStream::connect((self.host.as_str(), self.port));
-        let mut stream = tokio::time::timeout(PROXY_TIMEOUT, connecting)
-            .await
-            .map_err(|_| self.failed(io::ErrorKind::TimedOut, "connecting timed out".into()))?
-            .map_err(|e| self.failed(e.kind(), format!("cannot connect: {e}")))?;
-        let _ = stream.set_nodelay(true);
+        let mut stream = self.open().await?;
         let handshake = async {
             match self.kind {
                 Kind::Http => self.http_connect(&mut stream, host, port).await,
@@ -170,11 +166,40 @@ impl Upstream {
         Ok(stream)
     }
 
+    /// Whether a connection to `port` is tunnelled before the browser says anything: always
+    /// through SOCKS5, and to 443 through an HTTP proxy. Other ports through an HTTP proxy are
+    /// decided by what the browser sends first (`forward`): proxies commonly allow `CONNECT`
+    /// only to 443, and plain HTTP goes to them as absolute-form requests.
+    pub(super) fn tunnels_at_once(&self, port: u16) -> bool {
+        self.kind == Kind::Socks5 || port == 443
+    }
+
+    /// A connection to the proxy itself, nothing sent yet.
+    pub(super) async fn open(&self) -> Result<TcpStream, Failure> {
+        let connecting = TcpStream::connect((self.host.as_str(), self.port));
+        let stream = tokio::time::timeout(PROXY_TIMEOUT, connecting)
+            .await
+            .map_err(|_| self.failed(io::ErrorKind::TimedOut, "connecting timed out".into()))?
+            .map_err(|e| self.failed(e.kind(), format!("cannot connect: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    /// The `Proxy-Authorization` value for the proxy's credentials, if it has any.
+    pub(super) fn authorization(&self) -> Option<String> {
+        self.credentials.as_ref().map(|(user, password)| {
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Basic {token}")
+        })
+    }
+
     fn failed(&self, kind: io::ErrorKind, why: String) -> Failure {
         Failure::Connect(kind, format!("through the proxy {self}: {why}"))
     }
 
-    async fn http_connect(
+    /// Asks the HTTP proxy for a tunnel to `host:port`.
+    pub(super) async fn http_connect(
         &self,
         stream: &mut TcpStream,
         host: &str,
@@ -186,10 +211,8 @@ impl Upstream {
             format!("{host}:{port}")
         };
         let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
-        if let Some((user, password)) = &self.credentials {
-            let token =
-                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-            request.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
+        if let Some(authorization) = self.authorization() {
+            request.push_str(&format!("Proxy-Authorization: {authorization}\r\n"));
         }
         request.push_str("\r\n");
         let io = |e: io::Error| self.failed(e.kind(), e.to_string());

@@ -52,6 +52,21 @@ impl Fetched {
     }
 }
 
+/// The certificate authorities of `fetch.ca_file`, trusted besides the built-in roots.
+fn extra_roots(fetch: &FetchConfig) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let Some(file) = &fetch.ca_file else {
+        return Ok(Vec::new());
+    };
+    let pem = std::fs::read(file)
+        .map_err(|e| anyhow::anyhow!("fetch.ca_file {}: {e}", file.display()))?;
+    reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        anyhow::anyhow!(
+            "fetch.ca_file {}: not PEM certificates: {e}",
+            file.display()
+        )
+    })
+}
+
 /// Both HTTP clients and the limits they enforce.
 pub struct WebClient {
     guarded: reqwest::Client,
@@ -75,6 +90,9 @@ impl WebClient {
             }))
             // Redirects are followed by hand so every hop is checked and reported.
             .redirect(reqwest::redirect::Policy::none());
+        let builder = extra_roots(fetch)?
+            .into_iter()
+            .fold(builder, reqwest::ClientBuilder::add_root_certificate);
         let builder = match &upstream {
             Some(proxy) => builder.proxy(reqwest_proxy(proxy)?),
             // No proxy from the environment: it would resolve names out of the policy's sight.
