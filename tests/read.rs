@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::{element_lines, fails, ok, open, ref_of};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn all_200_elements_are_listed() {
@@ -295,4 +295,88 @@ async fn find_names_the_section_of_each_match() {
     .await;
     let first = found["content"].as_str().unwrap().lines().next().unwrap();
     assert!(first.starts_with("\"Installation"), "{first}");
+}
+
+/// Every mode of browser_read on the session's current page: each answers (never a script
+/// error) with the page's URL; returns the answers by mode.
+async fn read_every_mode(session: &str) -> Vec<(&'static str, Value)> {
+    let mut answers = Vec::new();
+    for (mode, query) in [
+        ("elements", None),
+        ("markdown", None),
+        ("text", None),
+        ("html", None),
+        ("find", Some("anything")),
+        ("extract", Some("anything")),
+    ] {
+        let mut args = json!({ "session": session, "mode": mode });
+        if let Some(query) = query {
+            args["query"] = json!(query);
+        }
+        let read = ok("browser_read", args).await;
+        assert!(read["url"].is_string(), "{mode}: {read:#}");
+        answers.push((mode, read));
+    }
+    answers
+}
+
+#[tokio::test]
+async fn a_failed_navigation_s_error_page_reads_empty_with_the_error() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let session = "read-error-page";
+    let failed = fails(
+        "browser_navigate",
+        json!({ "session": session, "target": target }),
+        "NAVIGATION_FAILED",
+    )
+    .await;
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("CONNECTION_REFUSED"), "{failed:#}");
+    for (mode, read) in read_every_mode(session).await {
+        // Chromium's own error text is not the site's content; the error is said beside it.
+        assert_eq!(read["content"], "", "{mode}: {read:#}");
+        let error = &read["navigation_error"];
+        assert_eq!(error["url"], target, "{mode}: {read:#}");
+        assert_eq!(error["code"], "NAVIGATION_FAILED", "{mode}: {read:#}");
+        assert_eq!(error["message"], message, "{mode}: {read:#}");
+        assert_eq!(error["hint"], failed["error"]["hint"], "{mode}: {read:#}");
+    }
+    // The next document is read as itself, without the old error.
+    open(session, "article.html").await;
+    let read = ok(
+        "browser_read",
+        json!({ "session": session, "mode": "text" }),
+    )
+    .await;
+    assert!(read.get("navigation_error").is_none(), "{read:#}");
+}
+
+#[tokio::test]
+async fn pages_without_a_body_read_empty() {
+    let session = "read-bodiless";
+    ok(
+        "browser_navigate",
+        json!({ "session": session, "target": "about:blank" }),
+    )
+    .await;
+    for (mode, read) in read_every_mode(session).await {
+        assert_eq!(read["url"], "about:blank", "{mode}: {read:#}");
+        assert!(read.get("navigation_error").is_none(), "{mode}: {read:#}");
+    }
+    open(session, "bodiless.html").await;
+    for (mode, read) in read_every_mode(session).await {
+        let content = read["content"].as_str().unwrap();
+        assert!(!content.contains("Soon gone"), "{mode}: {read:#}");
+    }
+    // Not even a root element left.
+    ok(
+        "browser_interact",
+        json!({ "session": session, "action": "evaluate", "script": "document.documentElement.remove()" }),
+    )
+    .await;
+    for (mode, read) in read_every_mode(session).await {
+        assert_eq!(read["content"], "", "{mode}: {read:#}");
+    }
 }

@@ -534,6 +534,9 @@
   // What a reader sees of `root`, like innerText, with shadow roots and same-origin frames in
   // place and foreign frames as marks.
   function readText(root) {
+    // A document without a body (an error page while it loads, one a script emptied) or even
+    // a root element shows nothing.
+    if (!root) return '';
     const unusual = unusualPaths();
     if (!unusual.has(root)) return root.innerText ?? root.textContent;
     const out = [];
@@ -581,7 +584,8 @@
   // HTML of `root` prepared for Markdown, with shadow roots and same-origin frames in place and
   // foreign frames as <wp-frame> marks; `main` picks the main content and drops navigation.
   function readable(root, main) {
-    if (main && (root === document.documentElement || root === document.body)) root = mainRoot();
+    if (main && root && (root === document.documentElement || root === document.body)) root = mainRoot();
+    if (!root) return '';
     const unusual = unusualPaths();
     const copyOf = (node) => {
       if (node.nodeType === 3) return document.createTextNode(node.data);
@@ -660,7 +664,8 @@
       if (ref !== undefined && node.isConnected) sequence.push({ ref, el: node });
       renderedChildren(node).forEach(visit);
     };
-    visit(document.body || document.documentElement);
+    const root = document.body || document.documentElement;
+    if (root) visit(root);
     return {
       hits: hits.map((hit) => ({ context: hit.context, section: hit.section, refs: sectionRefs(sequence, hit) })),
       frames: marks,

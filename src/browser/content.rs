@@ -48,11 +48,24 @@ impl Form {
     /// Where a reading of the whole document starts.
     fn page_root(self) -> &'static str {
         match self {
-            Form::Text => "(document.body || document.documentElement)",
+            Form::Text => BODY,
             _ => "document.documentElement",
         }
     }
+
+    /// An expression reading `root` in this form: empty when there is no such node (a
+    /// document without a body, or even a root element: an error page still loading, one a
+    /// script emptied), never a script error.
+    fn read_root(self, root: &str) -> String {
+        format!(
+            "(() => {{ const root = {root}; return root ? {}(root) : ''; }})()",
+            self.reader()
+        )
+    }
 }
+
+/// A document's body, else its root element (a frameset, an SVG document).
+const BODY: &str = "(document.body || document.documentElement)";
 
 /// One text match found by `find`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -122,7 +135,7 @@ impl Tab {
         let value = match scope {
             Scope::Ref(ref_id) => self.on_element(*ref_id, read).await?,
             Scope::Page => {
-                let call = format!("{read}({})", form.page_root());
+                let call = form.read_root(form.page_root());
                 self.agent_call(&Doc::Top, &call).await?
             }
             Scope::Selector(selector) => {
@@ -181,8 +194,8 @@ impl Tab {
             other => other,
         };
         let call = format!(
-            "({{ origin: location.origin, content: {}(document.body || document.documentElement) }})",
-            form.reader()
+            "({{ origin: location.origin, content: {} }})",
+            form.read_root(BODY)
         );
         let Ok(reading) = self.agent_call::<FrameReading>(&doc, &call).await else {
             return String::new();

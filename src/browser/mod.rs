@@ -33,7 +33,7 @@ pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use download::Downloaded;
 pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};
-pub use navigation::{Arrival, Destination};
+pub use navigation::{Arrival, Destination, FailedNavigation};
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,

@@ -54,8 +54,12 @@ pub(crate) struct TabEvents {
     pub inflight: HashMap<String, Pending>,
     /// Number of main-frame commits: a new document, or a same-document history change.
     pub main_commits: u64,
-    /// The latest main-frame commit is Chromium's error page (DNS failure, refused connection…).
-    pub error_page: bool,
+    /// The URL the latest main-frame commit could not load, when that commit is Chromium's
+    /// error page (DNS failure, refused connection…).
+    pub unreachable_url: Option<String>,
+    /// Why the latest `navigate` failed; kept until a document commits in the main frame (its
+    /// error page does not count), read back while that error page shows.
+    pub navigation_failure: Option<ToolError>,
     /// HTTP status of the latest main-frame document response.
     pub document_status: Option<i64>,
     /// Its media type.
@@ -532,7 +536,10 @@ async fn spawn_watcher(
                     if event.frame.parent_id.is_none() {
                         let mut state = lock(&events);
                         state.main_commits += 1;
-                        state.error_page = event.frame.unreachable_url.is_some();
+                        state.unreachable_url = event.frame.unreachable_url.clone();
+                        if state.unreachable_url.is_none() {
+                            state.navigation_failure = None;
+                        }
                         state.inflight.retain(|_, pending| pending.url == event.frame.url);
                     }
                 }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionName, Tool};
-use crate::browser::{FindHit, Form, Scope as Part, Tab};
+use crate::browser::{FailedNavigation, FindHit, Form, Scope as Part, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
 use crate::web::{markdown, sections};
@@ -79,6 +79,10 @@ pub struct ReadOutput {
     /// extract: how many sections answer the query.
     #[serde(skip_serializing_if = "Option::is_none")]
     sections: Option<usize>,
+    /// The tab shows Chromium's error page, not a document: the URL it could not load, and why
+    /// (the content is empty then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    navigation_error: Option<FailedNavigation>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -99,6 +103,26 @@ impl ReadOutput {
             scroll: None,
             matches: None,
             sections: None,
+            navigation_error: None,
+        }
+    }
+
+    /// What every mode reads on Chromium's error page: nothing (its text is the browser's, not
+    /// the site's), and why.
+    fn of_error_page(mode: ReadMode, error: FailedNavigation) -> Self {
+        let nothing = Slice {
+            content: String::new(),
+            truncated: false,
+            next_cursor: None,
+        };
+        let counted = |wanted: ReadMode| (mode == wanted).then_some(0);
+        Self {
+            total: counted(ReadMode::Elements),
+            visible: counted(ReadMode::Elements),
+            matches: counted(ReadMode::Find),
+            sections: counted(ReadMode::Extract),
+            navigation_error: Some(error),
+            ..Self::new(nothing, mode)
         }
     }
 }
@@ -119,12 +143,19 @@ impl Tool for Read {
         let mode = args.mode.unwrap_or_default();
         let part = part(&args)?;
         let budget = paging::budget(args.max_tokens)?;
+        let query = match mode {
+            ReadMode::Find => required_query(&args, "find")?,
+            ReadMode::Extract => required_query(&args, "extract")?,
+            _ => "",
+        };
         let tab = call.tab().await?;
+        if let Some(error) = tab.failed_navigation() {
+            return Ok(ReadOutput::of_error_page(mode, error));
+        }
         let cursor = args.cursor.as_deref();
         Ok(match mode {
             ReadMode::Elements => read_elements(tab, &args, &part, budget, cursor).await?,
             ReadMode::Find => {
-                let query = required_query(&args, "find")?;
                 let hits = tab.find(query, MAX_FIND_HITS).await?;
                 let lines: Vec<String> = hits.iter().map(FindHit::line).collect();
                 ReadOutput {
@@ -133,7 +164,6 @@ impl Tool for Read {
                 }
             }
             ReadMode::Extract => {
-                let query = required_query(&args, "extract")?;
                 let text = readable_markdown(tab, &part, true).await?;
                 let ranked = sections::rank(&text, query);
                 let mut best: Vec<_> = ranked.into_iter().take(8).collect();
