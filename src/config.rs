@@ -112,6 +112,9 @@ pub struct Config {
     pub database_url: Option<String>,
     /// How the other instances reach this one (sessions are routed to the instance holding them).
     pub instance_url: Option<String>,
+    /// Bytes of request bodies read at once, across all requests; a request past it is
+    /// answered BUSY (503) with Retry-After.
+    pub max_body_bytes_in_flight: u64,
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
@@ -412,6 +415,9 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             database_url: None,
             instance_url: None,
+            // Three tool calls with the largest inline file (50 MiB: 67 MiB in base64) and
+            // room for many small ones.
+            max_body_bytes_in_flight: 256 * 1024 * 1024,
         }
     }
 }
@@ -818,6 +824,9 @@ impl Config {
             && !(database.starts_with("postgres://") || database.starts_with("postgresql://"))
         {
             anyhow::bail!("--database-url must be a postgres:// URL");
+        }
+        if self.max_body_bytes_in_flight == 0 {
+            anyhow::bail!("max_body_bytes_in_flight must be at least 1");
         }
         if self.crawl.lease_secs == 0 {
             anyhow::bail!("crawl lease_secs must be at least 1");

@@ -26,6 +26,8 @@ pub enum ErrorCode {
     BrowserUnavailable,
     Upstream,
     Limit,
+    /// The service is reading as many request bodies as it holds at once; retry shortly.
+    Busy,
     TooLarge,
     NotConfigured,
     Unauthorized,
@@ -34,7 +36,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the API description's list of error statuses.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidArgument,
         ErrorCode::StaleRef,
         ErrorCode::NoSuchRef,
@@ -50,6 +52,7 @@ impl ErrorCode {
         ErrorCode::BrowserUnavailable,
         ErrorCode::Upstream,
         ErrorCode::Limit,
+        ErrorCode::Busy,
         ErrorCode::TooLarge,
         ErrorCode::NotConfigured,
         ErrorCode::Unauthorized,
@@ -82,7 +85,7 @@ impl ErrorCode {
             ErrorCode::Internal => 500,
             ErrorCode::NotConfigured => 501,
             ErrorCode::NavigationFailed | ErrorCode::Upstream => 502,
-            ErrorCode::BrowserUnavailable => 503,
+            ErrorCode::BrowserUnavailable | ErrorCode::Busy => 503,
             ErrorCode::Timeout => 504,
         }
     }
@@ -113,6 +116,7 @@ impl ErrorCode {
             }
             ErrorCode::Upstream => "try again later or another backend",
             ErrorCode::Limit => "close idle sessions or tabs, or wait, then call again",
+            ErrorCode::Busy => "the service is busy: wait Retry-After seconds and send again",
             ErrorCode::TooLarge => "send less: the message names the limit",
             ErrorCode::NotConfigured => "set the named configuration value and restart",
             ErrorCode::Unauthorized => {
@@ -132,7 +136,7 @@ pub struct ToolError {
     pub message: String,
     /// How an agent recovers.
     pub hint: String,
-    /// For LIMIT: seconds to wait before calling again (also the `Retry-After` header).
+    /// For LIMIT and BUSY: seconds to wait before calling again (also the `Retry-After` header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_secs: Option<u64>,
 }

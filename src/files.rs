@@ -2,12 +2,17 @@
 //! configured roots (`files.root`, default `<data dir>/files/`, plus `files.roots`), after
 //! symlinks are resolved, up to `files.max_bytes`, and always on the blocking pool — a FIFO or a
 //! slow disk must never stall the async threads.
+//!
+//! Each root is the operator's; a keys-file tenant reads only `<root>/<tenant>/` of each. The
+//! check is on the resolved path, so `..` and symlinks (the tenant's folder itself included)
+//! reach nothing outside it.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::config::FilesConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::tenant::Tenant;
 
 /// Where tools may read server files, and how much.
 #[derive(Debug, Clone)]
@@ -81,16 +86,32 @@ impl FileRoots {
         &self.roots[0]
     }
 
-    /// The canonical path of a regular file under a root, for argument `field`.
-    pub async fn resolve(&self, path: &str, field: &str) -> ToolResult<PathBuf> {
-        let roots = self.clone();
+    /// The roots `tenant` reads: every root for the operator, `<root>/<tenant>/` of each for
+    /// the others. Not canonicalized: a tenant's folder that is a symlink leads nowhere.
+    fn of(&self, tenant: &Tenant) -> FileRoots {
+        if tenant.is_operator() {
+            return self.clone();
+        }
+        FileRoots {
+            roots: self
+                .roots
+                .iter()
+                .map(|root| root.join(tenant.name()))
+                .collect(),
+            max_bytes: self.max_bytes,
+        }
+    }
+
+    /// The canonical path of a regular file under one of `tenant`'s roots, for argument `field`.
+    pub async fn resolve(&self, tenant: &Tenant, path: &str, field: &str) -> ToolResult<PathBuf> {
+        let roots = self.of(tenant);
         let (path, field) = (path.to_string(), field.to_string());
         blocking(move || roots.checked(&path, &field).map(|(path, _)| path)).await
     }
 
-    /// The bytes of a regular file under a root, for argument `field`.
-    pub async fn read(&self, path: &str, field: &str) -> ToolResult<Vec<u8>> {
-        let roots = self.clone();
+    /// The bytes of a regular file under one of `tenant`'s roots, for argument `field`.
+    pub async fn read(&self, tenant: &Tenant, path: &str, field: &str) -> ToolResult<Vec<u8>> {
+        let roots = self.of(tenant);
         let (path, field) = (path.to_string(), field.to_string());
         blocking(move || {
             let (path, _) = roots.checked(&path, &field)?;
@@ -233,6 +254,53 @@ mod tests {
             assert!(error.hint.contains(root.to_str().unwrap()), "{refused}");
         }
         assert_eq!(code(files.checked("big.txt", "paths")), ErrorCode::TooLarge);
+    }
+
+    fn tenant(name: &str) -> std::sync::Arc<Tenant> {
+        let config = crate::config::Config {
+            keys: vec![crate::config::KeyEntry {
+                tenant: name.into(),
+                sha256: crate::tenant::key_hash_hex(name),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let tenants = crate::tenant::Tenants::from_config(&config).unwrap();
+        tenants.named(name).unwrap()
+    }
+
+    #[test]
+    fn a_tenant_reads_only_its_own_folder_of_each_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = roots(dir.path(), 100);
+        let root = files.main_root().to_path_buf();
+        for folder in ["alice", "bob"] {
+            std::fs::create_dir(root.join(folder)).unwrap();
+            std::fs::write(root.join(folder).join("note.txt"), folder).unwrap();
+        }
+        std::fs::write(root.join("operator.txt"), b"operator").unwrap();
+        std::os::unix::fs::symlink(root.join("bob/note.txt"), root.join("alice/link")).unwrap();
+        // A tenant's folder that is a symlink leads nowhere, even into its own files.
+        std::os::unix::fs::symlink(root.join("bob"), root.join("carol")).unwrap();
+        let alice = files.of(&tenant("alice"));
+        let (path, _) = alice.checked("note.txt", "paths").unwrap();
+        assert_eq!(path, root.join("alice/note.txt"));
+        assert!(alice.checked(path.to_str().unwrap(), "paths").is_ok());
+        for refused in [
+            "../bob/note.txt",
+            "../operator.txt",
+            "link",
+            root.join("bob/note.txt").to_str().unwrap(),
+            root.join("operator.txt").to_str().unwrap(),
+        ] {
+            let error = alice.checked(refused, "paths").unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument, "{refused}");
+        }
+        let carol = files.of(&tenant("carol"));
+        assert!(carol.checked("note.txt", "paths").is_err());
+        // The operator keeps the whole root, the tenants' folders included.
+        assert!(files.checked("alice/note.txt", "paths").is_ok());
+        assert!(files.checked("operator.txt", "paths").is_ok());
     }
 
     #[test]

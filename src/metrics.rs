@@ -58,6 +58,10 @@ impl<'a> Gauge<'a> {
 pub struct Metrics {
     book: Mutex<Book>,
     auth_failures: std::sync::atomic::AtomicU64,
+    /// Requests answered `BUSY` because the body budget was spent.
+    body_refusals: std::sync::atomic::AtomicU64,
+    /// Bytes of the body budget held now.
+    body_bytes_reading: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
@@ -70,6 +74,36 @@ impl Metrics {
     /// Requests refused for a missing or wrong bearer token so far.
     pub fn auth_failures(&self) -> u64 {
         self.auth_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts a request refused because the request bodies being read held the whole budget.
+    pub fn body_refused(&self) {
+        self.body_refusals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Requests refused for the body budget so far.
+    pub fn body_refusals(&self) -> u64 {
+        self.body_refusals
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes `bytes` of the body budget taken.
+    pub fn body_bytes_taken(&self, bytes: u64) {
+        self.body_bytes_reading
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Notes `bytes` of the body budget given back (taken before).
+    pub fn body_bytes_given(&self, bytes: u64) {
+        self.body_bytes_reading
+            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes of the body budget held now.
+    pub fn body_bytes_reading(&self) -> u64 {
+        self.body_bytes_reading
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 

@@ -1,4 +1,5 @@
-//! The session limit and idle reaping, on a service configured with small limits.
+//! The session limit and idle reaping, call rates, the memory watermark, browser recycling and
+//! the bound on request bodies read at once, on services configured with small limits.
 
 mod common;
 
@@ -200,4 +201,109 @@ async fn an_unused_browser_is_closed_and_the_next_call_starts_a_fresh_one() {
     let (status, body) = call_at(&api, "browser_navigate", args).await;
     assert_eq!(status, 200, "{body:#}");
     assert_ne!(pid(app).await, Some(first), "a fresh browser");
+}
+
+/// Where a test sends a held body's chunks.
+type Chunks = futures::channel::mpsc::UnboundedSender<Result<Vec<u8>, std::io::Error>>;
+/// A request's status, Retry-After and JSON body.
+type Answer = tokio::task::JoinHandle<(u16, Option<u64>, serde_json::Value)>;
+
+/// A POST of a body of `length` declared bytes (none: chunked) whose chunks the test sends
+/// through the returned sender; the answer arrives on the handle.
+fn held_body(api: &str, length: Option<usize>) -> (Chunks, Answer) {
+    let (sender, chunks) = futures::channel::mpsc::unbounded();
+    let mut request = common::client()
+        .post(format!("{api}/api/tools/no_such_tool"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(chunks));
+    if let Some(length) = length {
+        request = request.header("content-length", length);
+    }
+    let answer = tokio::spawn(async move {
+        let response = request.send().await.expect("an answer");
+        let status = response.status().as_u16();
+        let retry = response
+            .headers()
+            .get("retry-after")
+            .map(|_| common::retry_after(&response));
+        (status, retry, response.json().await.unwrap_or_default())
+    });
+    (sender, answer)
+}
+
+/// `length` bytes of a JSON object.
+fn json_of(length: usize) -> Vec<u8> {
+    format!("{{\"pad\":\"{}\"}}", "x".repeat(length - 10)).into_bytes()
+}
+
+/// With `max_body_bytes_in_flight` at 1 MiB, two bodies of 400 KiB being read hold the budget:
+/// the next large ones are `BUSY` (503, Retry-After) at once, counted, a chunked body is
+/// refused once its chunks pass the budget, and `/healthz` answers meanwhile; once the held
+/// bodies arrive, their calls run.
+#[tokio::test]
+async fn past_the_body_budget_requests_are_busy_and_health_answers() {
+    const BODY: usize = 400 * 1024;
+    let harness = common::start(webpilot::config::Config {
+        max_body_bytes_in_flight: 1024 * 1024,
+        ..common::loopback_config()
+    });
+    let api = harness.api.as_str();
+    let reading = || common::metric(api, None, "webpilot_http_body_bytes_reading");
+    let refused = || common::metric(api, None, "webpilot_http_bodies_refused_total");
+    let held: Vec<_> = (0..2).map(|_| held_body(api, Some(BODY))).collect();
+    eventually(
+        "two bodies are being read",
+        Duration::from_secs(10),
+        || async { reading().await == (2 * BODY) as f64 },
+    )
+    .await;
+    let refused_before = refused().await;
+    for _ in 0..4 {
+        let (_sender, answer) = held_body(api, Some(BODY));
+        let (status, retry, body) = answer.await.unwrap();
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (503, &json!("BUSY")),
+            "{body:#}"
+        );
+        assert!(retry.is_some_and(|secs| secs >= 1), "{retry:?}");
+        assert!(!body["error"]["hint"].as_str().unwrap().is_empty());
+    }
+    // A body without a length takes its chunks as they come: the second passes the budget.
+    let (chunked, answer) = held_body(api, None);
+    chunked.unbounded_send(Ok(vec![b' '; 64 * 1024])).unwrap();
+    eventually("the chunk is held", Duration::from_secs(10), || async {
+        reading().await == (2 * BODY + 64 * 1024) as f64
+    })
+    .await;
+    chunked.unbounded_send(Ok(vec![b' '; 256 * 1024])).unwrap();
+    let (status, retry, body) = answer.await.unwrap();
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (503, &json!("BUSY")),
+        "{body:#}"
+    );
+    assert!(retry.is_some());
+    assert_eq!(refused().await, refused_before + 5.0);
+    let started = Instant::now();
+    let health = common::health(api).await;
+    assert_eq!(health["ok"], true);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(reading().await, (2 * BODY) as f64);
+
+    for (sender, answer) in held {
+        sender.unbounded_send(Ok(json_of(BODY))).unwrap();
+        drop(sender);
+        let (status, _, body) = answer.await.unwrap();
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &json!("NO_SUCH_TOOL")),
+            "{body:#}"
+        );
+    }
+    assert_eq!(reading().await, 0.0);
 }

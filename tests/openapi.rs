@@ -82,6 +82,127 @@ async fn describes_every_route_and_every_tool_with_its_argument_schema() {
     );
 }
 
+/// The formats JSON Schema 2020-12 defines; any other (schemars' `uint32`, OpenAPI's `int64`)
+/// is unknown to validators such as AJV, which MCP clients report on every `tools/list`.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Every `format` string in `value`, wherever it is.
+fn formats(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(format)) = map.get("format") {
+                found.push(format.clone());
+            }
+            map.values().for_each(|child| formats(child, found));
+        }
+        Value::Array(items) => items.iter().for_each(|child| formats(child, found)),
+        _ => {}
+    }
+}
+
+/// Asserts `schema` is a valid 2020-12 schema naming only the formats that draft defines.
+fn standard(what: &str, schema: &Value) {
+    if let Err(error) = jsonschema::draft202012::meta::validate(schema) {
+        panic!("{what}: not a valid JSON Schema 2020-12: {error}\n{schema:#}");
+    }
+    let mut found = Vec::new();
+    formats(schema, &mut found);
+    found.retain(|format| !STANDARD_FORMATS.contains(&format.as_str()));
+    assert!(found.is_empty(), "{what}: non-standard formats {found:?}");
+}
+
+/// The tools as MCP's `tools/list` describes them, over streamable HTTP.
+async fn mcp_tools(api: &str) -> Vec<Value> {
+    let endpoint = format!("{api}/mcp");
+    let post = |session: Option<String>, body: Value| {
+        let mut request = common::client()
+            .post(&endpoint)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "formats", "version": "1"}}});
+    let opened = post(None, hello).await.unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(Some(session.clone()), initialized).await.unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let answer = post(Some(session), list)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let message: Value = answer
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to tools/list: {answer}"));
+    message["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .clone()
+}
+
+/// Every schema published (REST tool list, API description, MCP `tools/list`) is valid JSON
+/// Schema 2020-12 and names no format outside that draft.
+#[tokio::test]
+async fn every_published_schema_uses_only_json_schema_2020_12() {
+    let api = service().api.as_str();
+    let tools = get_json(&format!("{api}/api/tools")).await;
+    for tool in tools.as_array().unwrap() {
+        let name = tool["function"]["name"].as_str().unwrap();
+        standard(
+            &format!("GET /api/tools {name}"),
+            &tool["function"]["parameters"],
+        );
+    }
+    let description = get_json(&format!("{api}/api/openapi.json")).await;
+    for (name, schema) in description["components"]["schemas"].as_object().unwrap() {
+        standard(&format!("component {name}"), schema);
+    }
+    let mut found = Vec::new();
+    formats(&description, &mut found);
+    found.retain(|format| !STANDARD_FORMATS.contains(&format.as_str()));
+    assert!(found.is_empty(), "the API description: {found:?}");
+    let listed = mcp_tools(api).await;
+    assert_eq!(listed.len(), tools.as_array().unwrap().len());
+    for tool in &listed {
+        let name = tool["name"].as_str().unwrap();
+        standard(&format!("MCP {name} inputSchema"), &tool["inputSchema"]);
+        standard(&format!("MCP {name} outputSchema"), &tool["outputSchema"]);
+    }
+}
+
 /// Every tool, called for real with typical arguments, returns what its published result
 /// schema describes (`ok_at` validates each result against `/api/openapi.json`).
 #[tokio::test]

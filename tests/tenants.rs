@@ -1,7 +1,7 @@
-//! Tenants: each key of the keys file opens a tenant whose sessions, profiles, crawl tasks and
-//! downloads the other tenants cannot see (404, never 403), with its own quotas, call rates and
-//! domain rules that narrow the operator's. `webpilot keys add` writes a key's hash, never the
-//! key.
+//! Tenants: each key of the keys file opens a tenant whose sessions, profiles, crawl tasks,
+//! server files and downloads the other tenants cannot see (404, never 403), with its own quotas,
+//! call rates and domain rules that narrow the operator's; health details and metrics stay the
+//! operator's. `webpilot keys add` writes a key's hash, never the key.
 
 mod common;
 
@@ -19,6 +19,8 @@ const ALICE: &str = "alice-key-5d1f0c9a7e3b2468";
 const BOB: &str = "bob-key-8c2e4a6f1b3d5790";
 /// A tenant with a session quota of one and a call rate, used by one test only.
 const CAROL: &str = "carol-key-3f7a9c1e5b2d4680";
+/// The operator's token (`--token`), beside the tenants' keys.
+const OPERATOR: &str = "operator-token-6e4c2a0f8d1b3957";
 
 fn key(tenant: &str, key: &str) -> KeyEntry {
     KeyEntry {
@@ -45,6 +47,7 @@ fn service() -> &'static Harness {
             ..key("carol", CAROL)
         };
         config.keys = vec![alice, key("bob", BOB), carol];
+        config.token = Some(OPERATOR.into());
         common::start(config)
     })
 }
@@ -109,6 +112,97 @@ async fn only_a_known_key_gets_in() {
     assert_eq!(status, 401);
     let (status, _) = request(Some(ALICE), Method::GET, "/api/tools", None).await;
     assert_eq!(status, 200);
+}
+
+/// `GET path` with `key`: status and body as text.
+async fn get_as(key: Option<&str>, path: &str) -> (u16, String) {
+    let mut request = common::client().get(format!("{}{path}", service().api));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("request to webpilot");
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// A liveness probe and a tenant learn only that the service is up; the operator's token gets
+/// the details and `/metrics`, which no tenant's key opens.
+#[tokio::test]
+async fn health_details_and_metrics_are_the_operators() {
+    for key in [None, Some(ALICE)] {
+        let (status, body) = get_as(key, "/healthz").await;
+        assert_eq!(status, 200, "{key:?}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body, json!({ "ok": true }), "{key:?}");
+    }
+    let (status, body) = get_as(Some(OPERATOR), "/healthz").await;
+    assert_eq!(status, 200);
+    let details: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(details["ok"], true);
+    assert!(details["sessions"].is_u64(), "{details:#}");
+    // A key sent to /healthz is checked: it answers no guesses.
+    let (status, _) = get_as(Some("operator-token-guess"), "/healthz").await;
+    assert_eq!(status, 401);
+
+    for key in [ALICE, BOB] {
+        let (status, body) = get_as(Some(key), "/metrics").await;
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (401, &json!("UNAUTHORIZED"))
+        );
+        let hint = body["error"]["hint"].as_str().unwrap();
+        assert!(hint.contains("operator"), "{body:#}");
+    }
+    let (status, text) = get_as(Some(OPERATOR), "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains("webpilot_browser_sessions "), "{text}");
+}
+
+/// Each tenant reads server files (`import` and `upload` paths) under `<root>/<tenant>/` only;
+/// neither `..`, an absolute path nor a symlink reaches another tenant's or the operator's.
+#[tokio::test]
+async fn a_tenant_reads_files_only_from_its_own_folder_of_the_root() {
+    let root = service().app.config.data_dir.join("files");
+    let cookies = |value: &str| {
+        format!("[{{\"name\": \"who\", \"value\": \"{value}\", \"domain\": \"example.com\"}}]")
+    };
+    for tenant in ["alice", "bob"] {
+        std::fs::create_dir_all(root.join(tenant)).unwrap();
+        std::fs::write(root.join(tenant).join("jar.json"), cookies(tenant)).unwrap();
+    }
+    std::fs::write(root.join("operators.json"), cookies("operator")).unwrap();
+    let peek = root.join("alice").join("peek.json");
+    let _ = std::fs::remove_file(&peek);
+    std::os::unix::fs::symlink(root.join("bob").join("jar.json"), &peek).unwrap();
+    let import = |path: &str| json!({ "action": "import", "name": "jar", "path": path });
+
+    let imported = ok_as(ALICE, "browser_cookies", import("jar.json")).await;
+    assert_eq!(imported["cookies"], 1, "{imported:#}");
+    ok_as(BOB, "browser_cookies", import("jar.json")).await;
+    let elsewhere = [
+        "../bob/jar.json".to_string(),
+        "../operators.json".to_string(),
+        "peek.json".to_string(),
+        root.join("bob/jar.json").display().to_string(),
+        root.join("operators.json").display().to_string(),
+    ];
+    for path in &elsewhere {
+        let (status, body) = call_as(ALICE, "browser_cookies", import(path)).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (400, &json!("INVALID_ARGUMENT")),
+            "{path}: {body:#}"
+        );
+        let upload = json!({ "session": "uploads", "action": "upload", "ref": 1,
+            "paths": [path] });
+        let (status, body) = call_as(ALICE, "browser_interact", upload).await;
+        assert_eq!(status, 400, "{path}: {body:#}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("field `paths`"), "{path}: {body:#}");
+    }
+    // The operator keeps the whole root, the tenants' folders included.
+    ok_as(OPERATOR, "browser_cookies", import("alice/jar.json")).await;
+    ok_as(OPERATOR, "browser_cookies", import("operators.json")).await;
 }
 
 #[tokio::test]

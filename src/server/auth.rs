@@ -1,6 +1,8 @@
 //! Bearer-key authentication, required on every route but `/healthz` and the live view (which
-//! takes capability links instead) when a token or tenant keys are set. The key names the request's tenant, which handlers find in its extensions
-//! (`Extension<Arc<Tenant>>`); without keys every request is the operator's. Failures are
+//! takes capability links instead) when a token or tenant keys are set. The key names the
+//! request's tenant, which handlers find in its extensions (`Extension<Arc<Tenant>>`); without
+//! keys every request is the operator's. `/healthz` without a key is a liveness probe and has no
+//! tenant; with one, the key is checked like anywhere else (so it is no oracle for guessing). Failures are
 //! counted (`webpilot_auth_failures_total`), and a client address that fails too often is
 //! refused outright for a while, right key or not, so guessing gains nothing. Behind a trusted
 //! proxy (`trusted_proxies`) the client address is the one its `X-Forwarded-For` names.
@@ -103,7 +105,11 @@ pub(super) async fn require_token(
     // The live view checks its own capability links, which people get instead of the token;
     // the console page asks for the token itself (every call it makes sends it).
     let path = request.uri().path();
-    if path == "/healthz" || path == "/" || path.starts_with("/live/") {
+    let probe = path == "/healthz"
+        && !request
+            .headers()
+            .contains_key(axum::http::header::AUTHORIZATION);
+    if probe || path == "/" || path.starts_with("/live/") {
         return next.run(request).await;
     }
     let client = auth.client(&request);

@@ -1,8 +1,9 @@
 //! The HTTP fronts (axum): REST tool calls, the agent loop (`/api/chat`), crawl tasks, private
 //! sessions, MCP (`/mcp`), the live view (`/live/…`), the console (`/`), conversations, metrics, health, the OpenAPI description,
-//! bearer auth, graceful shutdown.
+//! bearer auth, the bound on request bodies read at once, graceful shutdown.
 
 mod auth;
+mod bodies;
 mod chat;
 mod console;
 mod conversations;
@@ -39,6 +40,7 @@ pub fn router(app: App) -> Router {
     let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone(), proxies);
     let mcp = mcp_service(&app);
     let routing = app.clone();
+    let bodies = bodies::BodyBudget::new(app.config.max_body_bytes_in_flight, app.registry.clone());
     chat::routes(app.clone())
         .merge(conversations::routes(app.clone()))
         .merge(crawler::routes(app.clone()))
@@ -52,6 +54,8 @@ pub fn router(app: App) -> Router {
             routing,
             routing::route,
         ))
+        // Inside auth: bodies nobody may send take none of the budget.
+        .layer(axum::middleware::from_fn_with_state(bodies, bodies::bound))
         .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_token,

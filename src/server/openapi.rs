@@ -91,6 +91,8 @@ pub(super) fn document(registry: &Registry, token_required: bool) -> Value {
         schemas[arguments_name(tool.name)] = tool.input_schema.clone();
         schemas[result_name(tool.name)] = json_result(tool);
     }
+    // utoipa's schemas carry OpenAPI's own formats (`int64`, `double`) too.
+    crate::tools::standard_formats(&mut value);
     value
 }
 

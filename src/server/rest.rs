@@ -3,6 +3,7 @@
 //! `GET /metrics` (Prometheus text), `GET /api/openapi.json` (the API description).
 //! Every error has the tool error shape.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Router;
@@ -20,6 +21,7 @@ use super::auth::CallerTenant;
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Gauge;
+use crate::tenant::Tenant;
 use crate::tools::{Caller, ToolOutput};
 
 /// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
@@ -54,10 +56,15 @@ pub(super) fn routes(app: App) -> Router {
         .with_state(app)
 }
 
-/// Liveness, the browser's generation and pid, live sessions.
+/// Liveness; with the operator's token (or without keys) also the browser's generation and
+/// pid and the live sessions.
 #[utoipa::path(get, path = "/healthz", tag = "service",
     responses((status = 200, description = "The service is up.", body = Object)))]
-async fn health(State(app): State<App>) -> Json<Value> {
+async fn health(State(app): State<App>, tenant: Option<Extension<Arc<Tenant>>>) -> Json<Value> {
+    // A probe, or a tenant: how busy the service is and its browser's pid are the operator's.
+    if !tenant.is_some_and(|Extension(tenant)| tenant.is_operator()) {
+        return Json(json!({ "ok": true }));
+    }
     let browser = app.browser.pool.existing().await;
     Json(json!({
         "ok": true,
@@ -88,11 +95,21 @@ async fn openapi(Extension(description): Extension<Bytes>) -> Response {
 }
 
 /// Prometheus text: tool calls and latencies, live sessions, browser restarts, egress refusals,
-/// the admission queue, stray pages, the browser's memory.
+/// the admission queue, stray pages, the browser's memory. The operator's: a tenant's key does
+/// not open it.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format 0.0.4.", body = String,
         content_type = "text/plain")))]
-async fn metrics(State(app): State<App>) -> Response {
+async fn metrics(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
+    if !tenant.is_operator() {
+        return error_response(
+            &ToolError::new(
+                ErrorCode::Unauthorized,
+                "/metrics is the operator's: a tenant's key does not open it",
+            )
+            .with_hint("scrape /metrics with the operator's token (--token, WEBPILOT_TOKEN)"),
+        );
+    }
     let queue = app.browser.admission();
     let strays = app.browser.sweep_stats();
     let pss = app.browser.browser_pss().await.unwrap_or(0);
@@ -177,6 +194,16 @@ async fn metrics(State(app): State<App>) -> Response {
             "webpilot_auth_failures_total",
             "Requests refused for a missing or wrong bearer token.",
             app.registry.metrics().auth_failures() as f64,
+        ),
+        Gauge::level(
+            "webpilot_http_body_bytes_reading",
+            "Bytes of request bodies being read now (of max_body_bytes_in_flight).",
+            app.registry.metrics().body_bytes_reading() as f64,
+        ),
+        Gauge::total(
+            "webpilot_http_bodies_refused_total",
+            "Requests answered BUSY because the bodies being read held max_body_bytes_in_flight.",
+            app.registry.metrics().body_refusals() as f64,
         ),
         Gauge::level(
             "webpilot_live_viewers",

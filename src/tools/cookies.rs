@@ -14,6 +14,7 @@ use crate::browser::profiles::{self, CookieFormat, Profile, ProfileStore, SavedC
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
 use crate::files::FileRoots;
+use crate::tenant::Tenant;
 
 const GUIDE: &str = "browser_cookies keeps logins: export saves the session's cookies and \
 localStorage as profile `name`; ensure_login checks `check` (url + text/selector/not_text/\
@@ -189,7 +190,7 @@ impl Tool for Cookies {
         let ends = call.ends();
         Ok(match args.action {
             // Import only writes a file: no session is opened for it.
-            Action::Import => import(&store, &call.ctx.files, &args).await?,
+            Action::Import => import(&store, &call.ctx.files, call.tenant(), &args).await?,
             Action::Export => export(&store, call.session().await?, &args).await?,
             Action::Load => {
                 let profile = store.load(required(&args.name, "name", "load")?).await?;
@@ -433,12 +434,13 @@ async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<CookiesO
 async fn import(
     store: &ProfileStore,
     files: &FileRoots,
+    tenant: &Tenant,
     args: &CookiesArgs,
 ) -> ToolResult<CookiesOutput> {
     let name = required(&args.name, "name", "import")?;
     let content = match (&args.content, &args.path) {
         (Some(content), None) => content.clone(),
-        (None, Some(path)) => String::from_utf8(files.read(path, "path").await?)
+        (None, Some(path)) => String::from_utf8(files.read(tenant, path, "path").await?)
             .map_err(|_| ToolError::invalid("field `path`: the file is not UTF-8 text"))?,
         _ => {
             return Err(ToolError::invalid(

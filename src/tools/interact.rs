@@ -306,7 +306,7 @@ impl Tool for Interact {
 async fn upload_files(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in args.paths.iter().flatten() {
-        files.push(call.ctx.files.resolve(path, "paths").await?);
+        files.push(call.ctx.files.resolve(call.tenant(), path, "paths").await?);
     }
     for file in args.files.iter().flatten() {
         let bytes = call.ctx.files.inline(&file.name, &file.base64, "files")?;

@@ -45,6 +45,7 @@ use crate::web::WebService;
 pub use call::{
     Call, DEFAULT_SESSION, LiveLink, PersonTimeoutMs, SessionName, TimeoutMs, check_caller_session,
 };
+pub use schema::standard_formats;
 
 /// Who makes a call: the tenant its key opened, and the front's default session (REST header,
 /// chat request, MCP connection) for calls that name none.
