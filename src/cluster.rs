@@ -182,20 +182,42 @@ impl Cluster {
             self.hold_locally(key);
             return Ok(Holder::Here);
         }
-        let row = Self::record(&client, tenant, name).await?;
-        let Some((instance, url, alive)) = row else {
+        match self.recorded(&client, tenant, name).await? {
+            Some(holder) => Ok(holder),
             // Dropped in between: take it.
-            return Box::pin(self.holder(tenant, name)).await;
+            None => Box::pin(self.holder(tenant, name)).await,
+        }
+    }
+
+    /// Where `tenant`'s session `name` lives, if an instance holds it; unlike
+    /// [`Cluster::holder`], takes nothing (a private session is its creator's to record).
+    pub async fn holder_if_held(&self, tenant: &str, name: &str) -> anyhow::Result<Option<Holder>> {
+        if self.is_held(&(tenant.to_string(), name.to_string())) {
+            return Ok(Some(Holder::Here));
+        }
+        let client = self.database.client().await?;
+        self.recorded(&client, tenant, name).await
+    }
+
+    /// The holder a session's record names; a dead instance's record is dropped (`Gone`).
+    async fn recorded(
+        &self,
+        client: &crate::postgres::Client,
+        tenant: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<Holder>> {
+        let Some((instance, url, alive)) = Self::record(client, tenant, name).await? else {
+            return Ok(None);
         };
         if instance == self.instance {
-            self.hold_locally(key);
-            return Ok(Holder::Here);
+            self.hold_locally((tenant.to_string(), name.to_string()));
+            return Ok(Some(Holder::Here));
         }
         match url {
-            Some(url) if alive => Ok(Holder::Elsewhere { instance, url }),
+            Some(url) if alive => Ok(Some(Holder::Elsewhere { instance, url })),
             _ => {
                 self.forget_on(tenant, name, &instance).await?;
-                Ok(Holder::Gone { instance })
+                Ok(Some(Holder::Gone { instance }))
             }
         }
     }

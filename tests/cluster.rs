@@ -377,14 +377,33 @@ async fn a_session_made_on_one_instance_answers_through_another() {
             .unwrap()
             .contains("new session")
     );
-    let (status, fresh) = call_at(
+    // Its name is not made again, on any instance: a new private session takes its place.
+    let (status, gone) = call_at(
         &b.api,
         "browser_navigate",
         json!({ "session": session, "target": page }),
     )
     .await;
-    assert_eq!(status, 200, "{fresh:#}");
-    assert_eq!(sessions_of(&b.api).await, [session]);
+    assert_eq!(
+        (status, gone["error"]["code"].as_str()),
+        (404, Some("NO_SUCH_SESSION")),
+        "{gone:#}"
+    );
+    assert!(sessions_of(&b.api).await.is_empty(), "B made a session");
+    let listed = get_json(&format!("{}/api/sessions", b.api)).await;
+    assert!(
+        listed.get("elsewhere").is_none_or(|e| e == &json!([])),
+        "{listed:#}"
+    );
+    let fresh = common::new_session(&b.api).await;
+    let (status, navigated) = call_at(
+        &b.api,
+        "browser_navigate",
+        json!({ "session": fresh, "target": page }),
+    )
+    .await;
+    assert_eq!(status, 200, "{navigated:#}");
+    assert_eq!(sessions_of(&b.api).await, [fresh]);
 }
 
 /// What one instance saves, every instance reads: a login exported through A loads through B

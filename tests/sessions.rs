@@ -223,6 +223,68 @@ async fn private_sessions_are_separate_and_unguessable() {
             .iter()
             .any(|s| s["session"] == a.as_str())
     );
+    // Closed, its name names nothing any more: a call naming it makes no new session.
+    let never = "s-nobodymadethisone0000000000";
+    for name in [a.as_str(), never] {
+        refused_as_gone(api, name).await;
+    }
+    assert!(!listed_in(api, &a).await);
+}
+
+/// Whether `GET /api/sessions` of the service at `api` lists `session`.
+async fn listed_in(api: &str, session: &str) -> bool {
+    let listed = common::get_json(&format!("{api}/api/sessions")).await;
+    listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["session"] == session)
+}
+
+/// Asserts that calls naming private session `name` (in the arguments, or in the session
+/// header) are `NO_SUCH_SESSION` with the hint to create one, and leave no session behind.
+async fn refused_as_gone(api: &str, name: &str) {
+    let by_argument = json!({ "session": name, "target": "about:blank" });
+    let (status, body) = common::call_at(api, "browser_navigate", by_argument).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("NO_SUCH_SESSION")),
+        "{name}: {body:#}"
+    );
+    let hint = body["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("POST /api/sessions"), "{body:#}");
+    let by_header = common::client()
+        .post(format!("{api}/api/tools/browser_tabs"))
+        .header("x-webpilot-session", name)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_header.status(), 404, "{name}");
+    assert!(!listed_in(api, name).await, "{name} was made");
+}
+
+/// A private session closed for being idle is gone for good: its name is refused, not reused
+/// for a new empty session.
+#[tokio::test]
+async fn a_reaped_private_session_is_not_made_again() {
+    let mut config = common::loopback_config();
+    config.session_idle_secs = 1;
+    let reaping = common::start(config);
+    let api = reaping.api.as_str();
+    let session = common::new_session(api).await;
+    let args = json!({ "session": session, "target": reaping.page("history-a.html") });
+    common::ok_at(api, "browser_navigate", args).await;
+    eventually(
+        "the idle session to be closed",
+        Duration::from_secs(20),
+        || {
+            let session = session.clone();
+            async move { !listed_in(api, &session).await }
+        },
+    )
+    .await;
+    refused_as_gone(api, &session).await;
 }
 
 /// What the page sees of its browser: agent, language, time zone, colour scheme, window,

@@ -261,12 +261,23 @@ async fn sessions_of_one_name_are_each_tenants_own() {
     };
     assert!(listed(ALICE).await.contains(&private));
     assert!(!listed(BOB).await.contains(&private));
-    // Bob naming it gets a session of his own by that name, without alice's tab.
-    let tabs = ok_as(BOB, "browser_tabs", json!({ "session": private })).await;
-    assert!(
-        !tabs["tabs"].to_string().contains("history-a"),
-        "bob reached alice's private session: {tabs:#}"
+    // Bob naming it, over REST or MCP, is told there is no such session; none is made for him.
+    let args = json!({ "session": private });
+    let (status, body) = call_as(BOB, "browser_tabs", args.clone()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("NO_SUCH_SESSION")),
+        "{body:#}"
     );
+    let hint = body["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("POST /api/sessions"), "{body:#}");
+    let navigate = json!({ "session": private, "target": page("cookies.html") });
+    let over_mcp = mcp_result(BOB, "browser_navigate", navigate).await;
+    assert_eq!(over_mcp["isError"], true, "{over_mcp:#}");
+    let error: Value =
+        serde_json::from_str(over_mcp["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "NO_SUCH_SESSION", "{over_mcp:#}");
+    assert!(!listed(BOB).await.contains(&private));
     let path = format!("/api/sessions/{private}");
     let (status, body) = request(Some(CAROL), Method::DELETE, &path, None).await;
     assert_eq!(
@@ -611,9 +622,14 @@ async fn keys_added_to_postgresql_open_every_instance() {
     }
 }
 
-/// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC: initialize, the
-/// initialized notification, then `tools/call`; the call's `structuredContent`.
+/// One tool call over streamable HTTP MCP with `key`; the call's `structuredContent`.
 async fn mcp_call(key: &str, tool: &str, arguments: Value) -> Value {
+    mcp_result(key, tool, arguments).await["structuredContent"].clone()
+}
+
+/// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC: initialize, the
+/// initialized notification, then `tools/call`; the call's result.
+async fn mcp_result(key: &str, tool: &str, arguments: Value) -> Value {
     let endpoint = format!("{}/mcp", service().api);
     let post = |session: Option<String>, body: Value| {
         let mut request = common::client()
@@ -652,7 +668,7 @@ async fn mcp_call(key: &str, tool: &str, arguments: Value) -> Value {
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
         .find(|message| message["id"] == 2)
         .unwrap_or_else(|| panic!("no answer to the call: {answer}"));
-    message["result"]["structuredContent"].clone()
+    message["result"].clone()
 }
 
 #[tokio::test]

@@ -40,7 +40,7 @@ pub use pool::{
 };
 pub use print::{Paper, Printing};
 pub use session::{
-    BrowserService, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
+    BrowserService, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo, is_private,
     unguessable_name,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};

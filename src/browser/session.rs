@@ -161,6 +161,29 @@ pub struct SessionExtras {
     pub identity: Identity,
 }
 
+/// The prefix of private sessions' names: only `create_private` makes such a session, so a
+/// name with it that is not live (never made, closed, reaped, another tenant's) is an error,
+/// never a new empty session of that name.
+const PRIVATE_PREFIX: &str = "s-";
+
+/// Whether `name` is a private session's (made only by `POST /api/sessions`).
+pub fn is_private(name: &str) -> bool {
+    name.starts_with(PRIVATE_PREFIX)
+}
+
+/// The error for a private session's name that names no live session of the caller's. It says
+/// the same whether the session never existed, is gone or is another tenant's.
+fn no_such_private_session(name: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::NoSuchSession,
+        format!("no live private session {name:?}"),
+    )
+    .with_hint(
+        "create a private session with POST /api/sessions; a reaped session's cookies are \
+         gone — export a profile to keep a login",
+    )
+}
+
 /// `prefix` and 128 random bits in lower-case base32: a name nobody can guess.
 pub fn unguessable_name(prefix: &str) -> String {
     let mut bits = [0u8; 16];
@@ -347,6 +370,13 @@ impl BrowserService {
         if sessions.get(&key).is_some_and(|s| Arc::ptr_eq(s, session)) {
             sessions.remove(&key);
         }
+        let hint = if is_private(&session.name) {
+            "its pages and cookies are gone: start a new session with POST /api/sessions (in a \
+             browser that answers)"
+        } else {
+            "its pages and cookies are gone: call again to start a new session of that name \
+             (in a browser that answers)"
+        };
         ToolError::new(
             ErrorCode::BrowserUnavailable,
             format!(
@@ -354,10 +384,7 @@ impl BrowserService {
                 session.name, error.message
             ),
         )
-        .with_hint(
-            "its pages and cookies are gone: call again to start a new session of that name \
-             (in a browser that answers)",
-        )
+        .with_hint(hint)
     }
 
     fn guard(
@@ -472,6 +499,9 @@ impl BrowserService {
         if let Some(session) = self.lookup(&key) {
             return Ok(session);
         }
+        if is_private(name) {
+            return Err(no_such_private_session(name));
+        }
         let memory = self.memory_room().await;
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(session) = sessions.get(&key) {
@@ -507,6 +537,9 @@ impl BrowserService {
             .with_hint(
                 "pass session_options on a session's first call, or use a new session name",
             ));
+        }
+        if is_private(name) {
+            return Err(no_such_private_session(name));
         }
         self.room_for_one(&sessions, tenant)?;
         memory?;
@@ -566,7 +599,7 @@ impl BrowserService {
         extras: SessionExtras,
     ) -> ToolResult<String> {
         extras.identity.check()?;
-        let name = unguessable_name("s-");
+        let name = unguessable_name(PRIVATE_PREFIX);
         let memory = self.memory_room().await;
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         self.room_for_one(&sessions, tenant)?;

@@ -131,7 +131,7 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
         }
     };
     let session = named.unwrap_or_else(|| session_of(&parts.headers, &body));
-    match cluster.holder(tenant.name(), &session).await {
+    match holder(&app, &cluster, &tenant, &session).await {
         Ok(Holder::Here) => {
             let closing = parts.method == Method::DELETE;
             let response = next.run(Request::from_parts(parts, Body::from(body))).await;
@@ -164,15 +164,42 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
     }
 }
 
+/// Where the call's session lives. A private session's record is made by its creator only: a
+/// call naming one no instance holds runs here (to be refused), and claims nothing, so that no
+/// record lists a session nobody made; a record of one that is no longer live here (reaped) is
+/// dropped.
+async fn holder(
+    app: &App,
+    cluster: &Cluster,
+    tenant: &Tenant,
+    session: &str,
+) -> anyhow::Result<Holder> {
+    if !crate::browser::is_private(session) {
+        return cluster.holder(tenant.name(), session).await;
+    }
+    let holder = cluster.holder_if_held(tenant.name(), session).await?;
+    if matches!(holder, Some(Holder::Here)) && app.browser.live(tenant, session).is_none() {
+        cluster
+            .forget_on(tenant.name(), session, cluster.instance())
+            .await?;
+    }
+    Ok(holder.unwrap_or(Holder::Here))
+}
+
 fn unavailable(session: &str, instance: &str) -> ToolError {
+    let again = if crate::browser::is_private(session) {
+        "start a new session with POST /api/sessions"
+    } else {
+        "call again to start a new session of that name"
+    };
     ToolError::new(
         ErrorCode::BrowserUnavailable,
         format!("session {session:?} lived on instance {instance}, which stopped answering"),
     )
-    .with_hint(
-        "its pages and cookies are gone: call again to start a new session of that name \
-         (load a saved profile with browser_cookies to log in again)",
-    )
+    .with_hint(format!(
+        "its pages and cookies are gone: {again} (load a saved profile with browser_cookies to \
+         log in again)"
+    ))
 }
 
 /// Sends the call on to the instance at `url` and streams its answer back.
