@@ -415,6 +415,59 @@ async fn a_handoff_ends_with_done_with_its_timeout_or_at_once() {
     assert_eq!(status, 400, "{plain:#}");
 }
 
+/// A hand-off on `worker` running in the background (asking for the session's link would wait
+/// while a person has control).
+fn spawn_handoff(worker: &str, args: Value) -> tokio::task::JoinHandle<(u16, Value)> {
+    let mut args = args;
+    args["session"] = json!(worker);
+    args["action"] = json!("handoff");
+    tokio::spawn(call("browser_interact", args))
+}
+
+/// A person who has control already is who a hand-off is for: it waits for them at once and
+/// ends when they press Done, or when `until` holds — not with the TIMEOUT of a call waiting
+/// for their control to end.
+#[tokio::test]
+async fn a_handoff_to_a_person_in_control_waits_for_them_at_once() {
+    let worker = "live-held";
+    let viewer = "live-held-viewer";
+    let link = worker_with_link(worker).await;
+    take_control(viewer, &link).await;
+    let handoff = spawn_handoff(
+        worker,
+        json!({ "message": "Carry on, then press Done", "timeout_ms": 60000 }),
+    );
+    viewer_says(viewer, "Carry on, then press Done").await;
+    viewer_click(viewer, "\"Done\"").await;
+    let (status, done) = handoff.await.unwrap();
+    assert_eq!(status, 200, "{done:#}");
+    assert_eq!(done["handed_back"], "person", "{done:#}");
+    assert!(
+        done["url"].as_str().unwrap().ends_with("/live.html"),
+        "{done:#}"
+    );
+
+    // Again in control; this time the page itself says the person is done.
+    viewer_click(viewer, "\"Take control\"").await;
+    viewer_ref(viewer, "\"Give back\"").await;
+    let handoff = spawn_handoff(
+        worker,
+        json!({ "message": "Press the button", "until": "Pressed 1", "timeout_ms": 60000 }),
+    );
+    viewer_says(viewer, "Press the button").await;
+    viewer_click(viewer, "\"Live view\"").await;
+    let (status, done) = handoff.await.unwrap();
+    assert_eq!(status, 200, "{done:#}");
+    assert_eq!(done["handed_back"], "until", "{done:#}");
+    // Other calls still wait for a person's control: it went with the hand-off.
+    let after = ok(
+        "browser_interact",
+        json!({ "session": worker, "action": "evaluate", "script": "document.body.className", "timeout_ms": 5000 }),
+    )
+    .await;
+    assert_eq!(after["value"], "pressed", "{after:#}");
+}
+
 const TOKEN: &str = "live-view-test-token-0123456789";
 
 /// A service with a token and links that live 3 s, for the tests of access.

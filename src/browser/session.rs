@@ -193,6 +193,14 @@ pub fn unguessable_name(prefix: &str) -> String {
     format!("{prefix}{}", encoded.to_ascii_lowercase())
 }
 
+/// Who has a session's turn, for a call that waits for a person.
+pub enum Turn {
+    /// The call: it holds the session's command lock.
+    Agent(SessionGuard),
+    /// A person in control of the session's live view: the hub to wait on.
+    Person(Arc<LiveHub>),
+}
+
 /// One tab as `browser_tabs list` shows it.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TabInfo {
@@ -288,6 +296,26 @@ impl BrowserService {
     ) -> ToolResult<SessionGuard> {
         let session = self.lookup_or_create(tenant, name).await?;
         self.take(session, deadline).await
+    }
+
+    /// `session`, for a call that waits for a person (a hand-off): when a person has control of
+    /// the session (now, or while the call waits for its turn), the call is theirs to wait for,
+    /// not their control's end: it gets the session's live side instead of its command lock.
+    pub async fn session_or_person(
+        &self,
+        tenant: &Arc<Tenant>,
+        name: &str,
+        deadline: Instant,
+    ) -> ToolResult<Turn> {
+        let session = self.lookup_or_create(tenant, name).await?;
+        let hub = session.live.clone();
+        // Cancelling `take` while it waits for the lock is safe: a person who has control holds
+        // the lock, so `take` cannot have got past it.
+        tokio::select! {
+            biased;
+            () = hub.person_in_control() => Ok(Turn::Person(hub)),
+            guard = self.take(session, deadline) => guard.map(Turn::Agent),
+        }
     }
 
     /// A session of its own for one job of `tenant`: its own browser context (cookies,

@@ -16,7 +16,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
-use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab};
+use crate::browser::live::LiveHub;
+use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab, Turn};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::metrics::Metrics;
 use crate::policy::UrlPolicy;
@@ -227,6 +228,29 @@ impl<'a> Call<'a> {
             }
         };
         Ok(self.guard.insert(guard))
+    }
+
+    /// The session's live side, for a call that waits for a person: the session is taken as
+    /// `session` takes it, unless a person has control of it (now, or while the call waits for
+    /// its turn). Then the call, which is for that person, goes on without the session
+    /// (`holds_session` says so) and `session` takes it later.
+    pub async fn live_side(&mut self) -> ToolResult<Arc<LiveHub>> {
+        if let Some(guard) = &self.guard {
+            return Ok(guard.live().clone());
+        }
+        let browser = &self.ctx.browser;
+        let turn = browser
+            .session_or_person(&self.tenant, &self.session_name, self.ends)
+            .await?;
+        Ok(match turn {
+            Turn::Agent(guard) => self.guard.insert(guard).live().clone(),
+            Turn::Person(hub) => hub,
+        })
+    }
+
+    /// Whether the call holds its session's command lock now.
+    pub fn holds_session(&self) -> bool {
+        self.guard.is_some()
     }
 
     /// The tab to navigate: the one the call names, or the active one; a tab whose renderer

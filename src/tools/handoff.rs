@@ -26,10 +26,10 @@ pub(super) struct HandedOff {
 }
 
 /// Opens a hand-off (`handoff`) or picks up the open one (`wait`, or a second `handoff`), and
-/// waits for it unless `wait: false`. When it returns having waited, the call holds the session
-/// again.
+/// waits for it unless `wait: false`; a person who has control already is not waited for first.
+/// When it returns having waited, the call holds the session again.
 pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<HandedOff> {
-    let hub = call.session().await?.live().clone();
+    let hub = call.live_side().await?;
     let link = call.live_link()?;
     let open = hub.pending_handoff();
     let handoff = match open {

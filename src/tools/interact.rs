@@ -195,6 +195,16 @@ struct Done {
 }
 
 impl Done {
+    /// What a hand-off (or a wait on one) came to.
+    fn handed(action: Action, handed: handoff::HandedOff) -> Self {
+        Self {
+            live_url: Some(handed.live_url),
+            waited_ms: handed.waited_ms,
+            handed_back: handed.handed_back,
+            ..Self::of(action)
+        }
+    }
+
     fn of(action: Action) -> Self {
         Self {
             action,
@@ -241,11 +251,20 @@ impl Tool for Interact {
         "Act on elements by ref (browser_read), or hand off to a person; reports what changed.";
 
     async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
-        // A wait while a hand-off is open waits for the person.
-        let handing_off = args.action == Action::Handoff
-            || (args.action == Action::Wait
-                && call.session().await?.live().pending_handoff().is_some());
-        if !handing_off {
+        // A hand-off, or a wait while one is open, waits for the person; a person who has
+        // control already is who it is for, so it does not wait for their control to end.
+        let handing_off = match args.action {
+            Action::Handoff => true,
+            Action::Wait => call.live_side().await?.pending_handoff().is_some(),
+            _ => false,
+        };
+        if handing_off {
+            // The session is taken unless a person has control: then it is theirs at once.
+            call.live_side().await?;
+            if !call.holds_session() {
+                return hand_off_in_control(call, &args).await;
+            }
+        } else {
             check_required(&args)?;
         }
         if args.action == Action::Download {
@@ -264,11 +283,7 @@ impl Tool for Interact {
         }
         let mark = tab.begin_action(args.ref_id).await;
         let done = if handing_off {
-            let mut done = Done::of(args.action);
-            let handed = handoff::hand_off(call, &args).await?;
-            done.live_url = Some(handed.live_url);
-            done.waited_ms = handed.waited_ms;
-            done.handed_back = handed.handed_back;
+            let done = Done::handed(args.action, handoff::hand_off(call, &args).await?);
             if done.handed_back.is_none() {
                 // wait: false. The person is at it; nothing to report yet.
                 return Ok(InteractOutput::of(done));
@@ -299,6 +314,23 @@ impl Tool for Interact {
         output.new_tabs = call.session().await?.sync_tabs().await?;
         Ok(output)
     }
+}
+
+/// A hand-off begun while a person has control of the session: it waits for them at once,
+/// without the session, then reports the page as they left it (what they did is not watched
+/// from before, so there is no `aftermath`).
+async fn hand_off_in_control(
+    call: &mut Call<'_>,
+    args: &InteractArgs,
+) -> ToolResult<InteractOutput> {
+    let done = Done::handed(args.action, handoff::hand_off(call, args).await?);
+    let waited = done.handed_back.is_some();
+    let mut output = InteractOutput::of(done);
+    if waited {
+        call.tab().await?;
+        output.new_tabs = call.session().await?.sync_tabs().await?;
+    }
+    Ok(output)
 }
 
 /// The files of an upload: `paths` checked under the files roots, `files` decoded and staged

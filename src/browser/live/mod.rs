@@ -12,7 +12,7 @@ mod remote_input;
 mod screencast;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -140,8 +140,9 @@ pub struct LiveHub {
     tabs: watch::Sender<LiveTabs>,
     handoff: watch::Sender<HandoffState>,
     screencasts: Mutex<HashMap<TargetId, Weak<screencast::Screencast>>>,
-    /// A person has control (holds the session's command lock through a viewer).
-    controlled: AtomicBool,
+    /// A person has control (holds the session's command lock through a viewer); watched by
+    /// a hand-off, which is for that person and so does not wait for their control to end.
+    controlled: watch::Sender<bool>,
     /// Viewers connected to this session.
     viewers: AtomicUsize,
     stats: Arc<LiveStats>,
@@ -155,7 +156,7 @@ impl LiveHub {
             tabs: watch::channel(LiveTabs::default()).0,
             handoff: watch::channel(HandoffState::None).0,
             screencasts: Mutex::new(HashMap::new()),
-            controlled: AtomicBool::new(false),
+            controlled: watch::channel(false).0,
             viewers: AtomicUsize::new(0),
             stats,
             frame_size,
@@ -185,7 +186,13 @@ impl LiveHub {
     }
 
     pub fn controlled(&self) -> bool {
-        self.controlled.load(Ordering::Relaxed)
+        *self.controlled.borrow()
+    }
+
+    /// Returns once a person has control (at once if one has it now).
+    pub async fn person_in_control(&self) {
+        // The hub owns the sender, so the channel outlives this wait.
+        let _ = self.controlled.subscribe().wait_for(|taken| *taken).await;
     }
 
     /// Counts a viewer of this session (and of the service) while the returned value lives.
@@ -293,7 +300,7 @@ pub struct Control {
 
 impl Control {
     pub(crate) fn new(guard: SessionGuard, hub: Arc<LiveHub>) -> ToolResult<Self> {
-        if hub.controlled.swap(true, Ordering::AcqRel) {
+        if hub.controlled.send_replace(true) {
             return Err(control_taken());
         }
         Ok(Self { guard, hub })
@@ -330,6 +337,6 @@ pub(crate) fn control_taken() -> ToolError {
 
 impl Drop for Control {
     fn drop(&mut self) {
-        self.hub.controlled.store(false, Ordering::Release);
+        self.hub.controlled.send_replace(false);
     }
 }
