@@ -201,6 +201,10 @@ pub struct CrawlConfig {
     pub per_host: usize,
     /// Browser renders (open_web_page and crawls) in flight at once, each in its own context.
     pub browser_parallel: usize,
+    /// Browser contexts (each with a blank tab) kept ready for renders, per tenant, while
+    /// renders are being asked for; each serves one render and is closed after it. 0: every
+    /// render starts cold.
+    pub warm_renders: usize,
     /// Seconds an instance holds a claimed URL without renewing it; after that another instance
     /// may read it (PostgreSQL only: one SQLite file has one instance).
     pub lease_secs: u64,
@@ -214,6 +218,7 @@ impl Default for CrawlConfig {
             global_parallel: 32,
             per_host: 4,
             browser_parallel: 4,
+            warm_renders: 4,
             lease_secs: 60,
         }
     }

@@ -681,3 +681,47 @@ async fn an_mcp_connection_works_for_its_keys_tenant() {
     let (code, _) = call_as(BOB, "crawl_status", status).await;
     assert_eq!(code, 404);
 }
+
+/// Renders start in browser contexts made ahead, one tenant's never handed to another: Bob's
+/// renders leave warm contexts behind, yet Alice's render of a page embedding a site her keys
+/// deny (`localhost`) still has that frame refused — her context's lane is under her rules.
+#[tokio::test]
+async fn warm_render_contexts_stay_with_their_tenant() {
+    let page = service().page("policy-frames.html");
+    for _ in 0..2 {
+        let bob = ok_as(
+            BOB,
+            "open_web_page",
+            json!({ "url": page, "mode": "browser" }),
+        )
+        .await;
+        assert_eq!(bob["via"], "browser", "{bob:#}");
+        assert!(bob.get("blocked").is_none(), "{bob:#}");
+    }
+    let app = service().app.clone();
+    common::eventually(
+        "a warm context waits for Bob's next render",
+        Duration::from_secs(10),
+        || {
+            let app = app.clone();
+            async move { app.browser.warm_sessions() > 0 }
+        },
+    )
+    .await;
+    let alice = ok_as(
+        ALICE,
+        "open_web_page",
+        json!({ "url": page, "mode": "browser" }),
+    )
+    .await;
+    let refused: Vec<&str> = alice["blocked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["target"].as_str())
+        .collect();
+    assert!(
+        refused.iter().any(|t| t.starts_with("localhost:")),
+        "Alice's render reached a site her keys deny: {alice:#}"
+    );
+}

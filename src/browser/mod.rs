@@ -27,6 +27,7 @@ mod settle;
 mod snapshot;
 mod storage;
 mod tab;
+mod warm;
 
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};

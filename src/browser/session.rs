@@ -1,8 +1,8 @@
 //! Sessions: one isolated browser context each (own cookies, storage, cache) with its tabs.
 //!
-//! A session is created on first use and closed after `session_idle_secs` without calls. Each
-//! session serialises its own commands (its state sits behind an async mutex held for a whole
-//! tool call); different sessions run in parallel.
+//! A session is created on first use (a private `s-…` one only by `create_private`) and closed
+//! after `session_idle_secs` without calls. Each session serialises its own commands (its state
+//! sits behind an async mutex held for a whole tool call); different sessions run in parallel.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -59,6 +59,8 @@ pub struct BrowserService {
     unused_since: Mutex<Option<Instant>>,
     /// The live views' counters.
     live: Arc<LiveStats>,
+    /// Scratch sessions made ahead for renders.
+    warm: super::warm::WarmSessions,
 }
 
 /// A session's tenant name (empty for the operator) and its own name.
@@ -227,6 +229,7 @@ impl BrowserService {
             unowned_contexts: Mutex::new(HashSet::new()),
             unused_since: Mutex::new(None),
             live: Arc::default(),
+            warm: Default::default(),
         })
     }
 
@@ -320,7 +323,41 @@ impl BrowserService {
 
     /// A session of its own for one job of `tenant`: its own browser context (cookies,
     /// storage, cache), not listed, not shared, not reaped. `SessionGuard::discard` closes it.
+    /// Made ahead when it can be (`warm`), with its first tab open then.
     pub async fn scratch_session(
+        self: &Arc<Self>,
+        tenant: &Arc<Tenant>,
+        purpose: &str,
+        deadline: Instant,
+    ) -> ToolResult<SessionGuard> {
+        let limit = self.config.crawl.warm_renders;
+        let warm = self.warm.take(tenant.name());
+        if limit > 0 {
+            self.refill_warm(tenant, limit);
+        }
+        if let Some(mut guard) = warm {
+            let current = self.pool.current(guard.session.endpoint).await;
+            if current.is_ok_and(|browser| browser.generation == guard.browser.generation) {
+                guard.deadline = deadline;
+                return Ok(guard);
+            }
+            guard.discard().await;
+        }
+        self.cold_scratch_session(tenant, purpose, deadline).await
+    }
+
+    /// The warm sessions.
+    pub(super) fn warm(&self) -> &super::warm::WarmSessions {
+        &self.warm
+    }
+
+    /// Warm sessions ready for renders now.
+    pub fn warm_sessions(&self) -> usize {
+        self.warm.ready()
+    }
+
+    /// `scratch_session`, made now.
+    pub(super) async fn cold_scratch_session(
         &self,
         tenant: &Arc<Tenant>,
         purpose: &str,
@@ -760,6 +797,7 @@ impl BrowserService {
             *since.get_or_insert_with(Instant::now)
         };
         if since.elapsed() >= after && self.pool.recycle_if(|| self.unused()).await {
+            self.warm.clear();
             tracing::info!(
                 unused_secs = since.elapsed().as_secs(),
                 "closed the unused browser: the next call starts a fresh one"
@@ -768,10 +806,11 @@ impl BrowserService {
         }
     }
 
-    /// No session is live, not even a scratch one.
+    /// No session is live, not even a scratch one (warm ones waiting for a render aside).
     fn unused(&self) -> bool {
         let scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
-        self.session_count() == 0 && scratch.iter().all(|s| s.strong_count() == 0)
+        let live_scratch = scratch.iter().filter(|s| s.strong_count() > 0).count();
+        self.session_count() == 0 && live_scratch <= self.warm.ready()
     }
 
     /// Runs `chore` every `period` on the service, while it lives and `stop` is not cancelled.
@@ -968,6 +1007,7 @@ impl BrowserService {
 
     /// Closes every session and the browser.
     pub async fn shutdown(&self) {
+        self.warm.clear();
         let sessions: Vec<Arc<Session>> = self
             .sessions
             .lock()
@@ -1180,6 +1220,22 @@ impl SessionGuard {
     /// Where the session's downloads go: `downloads/<session>/` in its tenant's data dir.
     pub fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
         self.session.downloads_dir(data_dir)
+    }
+
+    /// Lets go of the admission slot the call holds (a warm session waiting for its render).
+    pub(super) fn release_admission(&mut self) {
+        self.ticket = None;
+        self.queued = Duration::ZERO;
+    }
+
+    /// The session's only tab, opened if it has none yet (a warm session has one ready).
+    pub async fn first_tab(&mut self) -> ToolResult<&mut Tab> {
+        if self.state.tabs.is_empty() {
+            return self.open_tab().await;
+        }
+        let index = self.state.tabs.len() - 1;
+        self.state.active = Some(self.state.tabs[index].id.clone());
+        Ok(&mut self.state.tabs[index])
     }
 
     /// Closes the session's browser context, tabs and cookies with it.

@@ -235,7 +235,7 @@ impl Pages {
             .scratch_session(tenant, "render", ends.into_std())
             .await?;
         let rendered = async {
-            let tab = session.open_tab().await?;
+            let tab = session.first_tab().await?;
             let left = ends.saturating_duration_since(tokio::time::Instant::now());
             let arrival = tab
                 .navigate(Destination::Url(url.to_string()), None, left)
