@@ -34,15 +34,24 @@ static SERVED: LazyLock<Served> = LazyLock::new(|| {
     }
 });
 
-/// The CSP source that lets only `page`'s one inline script run (by its hash): markup injected
-/// into the page could not run any.
+/// The CSP sources that let only `page`'s own inline scripts run (each by its hash): markup
+/// injected into the page could not run any.
 pub(super) fn own_script(page: &str) -> String {
-    let script = page
+    let mut sources = Vec::new();
+    let mut rest = page;
+    while let Some((script, after)) = rest
         .split_once("<script>")
         .and_then(|(_, rest)| rest.split_once("</script>"))
-        .map_or("", |(script, _)| script);
-    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
-    format!("'sha256-{hash}'")
+    {
+        let hash =
+            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
+        sources.push(format!("'sha256-{hash}'"));
+        rest = after;
+    }
+    if sources.is_empty() {
+        return "'none'".into();
+    }
+    sources.join(" ")
 }
 
 pub(super) fn routes() -> Router {
@@ -72,4 +81,31 @@ async fn console(headers: HeaderMap) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(script: &str) -> String {
+        let digest = Sha256::digest(script.as_bytes());
+        format!(
+            "'sha256-{}'",
+            base64::engine::general_purpose::STANDARD.encode(digest)
+        )
+    }
+
+    #[test]
+    fn every_inline_script_of_the_page_is_allowed_by_its_hash() {
+        let page =
+            "<head><script>let a = 1;</script></head><body><p>x</p>\n<script>\na(2);\n</script>";
+        assert_eq!(
+            own_script(page),
+            format!("{} {}", hash("let a = 1;"), hash("\na(2);\n"))
+        );
+        assert_eq!(own_script("<p>no script</p>"), "'none'");
+        // The console's own: its early requests in the head and the rest at the end.
+        assert_eq!(PAGE.matches("<script>").count(), 2);
+        assert_eq!(own_script(PAGE).matches("'sha256-").count(), 2);
+    }
 }
