@@ -293,7 +293,37 @@
     }
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') item.disabled = true;
     if (el.getAttribute('aria-expanded')) item.expanded = el.getAttribute('aria-expanded') === 'true';
+    if (el.required || el.getAttribute('aria-required') === 'true') item.required = true;
+    if (el.readOnly || el.getAttribute('aria-readonly') === 'true') item.readonly = true;
+    if (invalidNow(el)) item.invalid = true;
+    const note = noteOf(el, item.invalid === true, item.name);
+    if (note) item.note = note;
     return item;
+  }
+  // Invalid when the page says so, or when the control fails its constraints once a person
+  // edited it or a submit was tried (`:user-invalid`; a page's untouched form is not in error).
+  let userInvalidWorks = true;
+  function invalidNow(el) {
+    const aria = (el.getAttribute('aria-invalid') || '').trim().toLowerCase();
+    if (aria !== '' && aria !== 'false') return true;
+    if (!userInvalidWorks || !el.willValidate) return false;
+    try { return el.matches(':user-invalid'); } catch (e) { userInvalidWorks = false; return false; }
+  }
+  // The shown text of the elements an attribute names by id: a hidden error says nothing now.
+  function textOfIds(el, attr) {
+    const ids = el.getAttribute(attr);
+    if (!ids) return '';
+    const root = el.getRootNode();
+    return ids.split(/\s+/).map((id) => root.getElementById && root.getElementById(id))
+      .filter((n) => n && (!n.checkVisibility || n.checkVisibility()))
+      .map((n) => n.innerText || n.textContent).join(' ');
+  }
+  const NOTE_CHARS = 60; // a validation error or hint reads in one short line
+  function noteOf(el, invalid, name) {
+    const text = (invalid && textOfIds(el, 'aria-errormessage')) || textOfIds(el, 'aria-describedby')
+      || (invalid && el.validationMessage) || '';
+    const note = squash(text, NOTE_CHARS);
+    return note !== name ? note : '';
   }
   function refFor(el) {
     let ref = refOf.get(el);

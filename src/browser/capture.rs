@@ -60,6 +60,12 @@ pub struct LegendEntry {
     pub ref_id: u32,
     pub role: String,
     pub name: String,
+    /// Its state as the element list shows it (`checked`, `disabled`, `required`, `invalid`…).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub state: String,
+    /// Its description or, when invalid, its error message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Where the box is drawn, `[x, y, width, height]` in image pixels.
     #[serde(rename = "box")]
     pub bounds: [i32; 4],
@@ -296,6 +302,8 @@ fn marks_for(
             ref_id: element.ref_id,
             role: element.role.clone(),
             name: element.name.clone(),
+            state: element.flags().join(" "),
+            note: element.note.clone(),
             bounds: [mark.x, mark.y, mark.width as i32, mark.height as i32],
         });
         marks.push(mark);

@@ -1,4 +1,5 @@
-//! Acting on elements by ref: click, type, keys, select, upload, hover, scroll, evaluate.
+//! Acting on elements by ref: click, keys, upload, hover, scroll, evaluate (typing and
+//! choosing options are in `fill.rs`).
 //!
 //! Pointer actions use real CDP input events at the element's centre after checking that the
 //! element is visible, enabled and not covered (a covered target is an error, never a click on
@@ -12,7 +13,7 @@ use std::time::Duration;
 use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
-    InsertTextParams, MouseButton,
+    MouseButton,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{
     CallArgument, CallFunctionOnParams, EvaluateParams, RemoteObjectType,
@@ -25,41 +26,6 @@ use serde_json::{Value, json};
 use super::frames::Doc;
 use super::tab::{Tab, script_error};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-
-/// Focuses an editable element for typing. To clear it, selects everything so the typed text
-/// replaces it in one input event, as a person's select-all and typing would; where that cannot
-/// be (an email or number field, or nothing to type) the value is emptied with an input event.
-const PREPARE_TYPING_JS: &str = r#"(el, clear, replace) => {
-  if (!(el.isContentEditable || ['INPUT', 'TEXTAREA'].includes(el.tagName))) return 'not editable';
-  if (el.disabled || el.readOnly) return 'read-only';
-  el.focus();
-  const field = !el.isContentEditable;
-  if (!clear) {
-    if (field) { const end = el.value.length; try { el.setSelectionRange(end, end); } catch (e) { /* no caret */ } }
-    return 'ok';
-  }
-  if (replace && !field) {
-    const range = el.ownerDocument.createRange();
-    range.selectNodeContents(el);
-    const selection = el.ownerDocument.getSelection();
-    selection.removeAllRanges();
-    selection.addRange(range);
-    return 'ok';
-  }
-  if (replace && el.value === '') return 'ok';
-  if (replace) {
-    try { el.select(); } catch (e) { /* not selectable */ }
-    if (el.selectionStart === 0 && el.selectionEnd === el.value.length) return 'ok';
-  }
-  if (field) {
-    const proto = el.tagName === 'INPUT' ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype;
-    Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, '');
-  } else {
-    el.textContent = '';
-  }
-  el.dispatchEvent(new Event('input', { bubbles: true }));
-  return 'ok';
-}"#;
 
 #[derive(Debug, Deserialize)]
 struct PointerTarget {
@@ -202,40 +168,6 @@ impl Tab {
         Ok(())
     }
 
-    /// Types `text` into the element: focuses it, optionally clears it, inserts the text as
-    /// trusted input, and optionally presses Enter.
-    pub async fn type_text(
-        &self,
-        ref_id: u32,
-        text: &str,
-        clear: bool,
-        submit: bool,
-    ) -> ToolResult<()> {
-        let replace = clear && !text.is_empty();
-        let prepare = format!("(el) => ({PREPARE_TYPING_JS})(el, {clear}, {replace})");
-        let outcome = self.on_element(ref_id, &prepare).await?;
-        match outcome.as_str() {
-            Some("ok") => {}
-            Some(problem) => {
-                return Err(ToolError::invalid(format!(
-                    "cannot type into [{ref_id}]: it is {problem}"
-                ))
-                .with_hint(
-                    "type into a textbox, searchbox or editable element from mode=elements",
-                ));
-            }
-            None => return Err(ToolError::internal("unexpected answer while focusing")),
-        }
-        if !text.is_empty() {
-            self.cdp("typing", self.page.execute(InsertTextParams::new(text)))
-                .await?;
-        }
-        if submit {
-            self.press_chord("Enter").await?;
-        }
-        Ok(())
-    }
-
     /// Presses keys: chords like `Control+A` or `Shift+Tab`, several separated by spaces.
     /// With a ref, the element is focused first.
     pub async fn send_keys(&self, keys: &str, ref_id: Option<u32>) -> ToolResult<()> {
@@ -255,7 +187,7 @@ impl Tab {
         Ok(())
     }
 
-    async fn press_chord(&self, chord: &str) -> ToolResult<()> {
+    pub(crate) async fn press_chord(&self, chord: &str) -> ToolResult<()> {
         let (modifiers, key) = parse_chord(chord)?;
         // A single uppercase letter types itself in uppercase, as on a keyboard with Shift.
         let upper = chord.chars().count() == 1 && chord.chars().all(char::is_uppercase);
@@ -316,34 +248,6 @@ impl Tab {
         self.cdp("pressing a key", self.page.execute(params))
             .await?;
         Ok(())
-    }
-
-    /// Selects an option of a `<select>` by value or visible label and fires `input`/`change`.
-    pub async fn select(&self, ref_id: u32, option: &str) -> ToolResult<Value> {
-        let script = format!(
-            "(el) => {{ if (el.tagName !== 'SELECT') return {{ problem: 'it is not a select' }}; \
-             const want = {want}; const norm = (s) => s.replace(/\\s+/g, ' ').trim().toLowerCase(); \
-             const opts = Array.from(el.options); \
-             const o = opts.find((o) => o.value === want) || opts.find((o) => o.label === want || o.text === want) \
-               || opts.find((o) => norm(o.label) === norm(want)) || opts.find((o) => norm(o.label).includes(norm(want))); \
-             if (!o) return {{ problem: 'no option matches', options: opts.map((o) => o.label).slice(0, 30) }}; \
-             if (o.disabled) return {{ problem: 'that option is disabled' }}; \
-             el.focus(); o.selected = true; \
-             el.dispatchEvent(new Event('input', {{ bubbles: true }})); \
-             el.dispatchEvent(new Event('change', {{ bubbles: true }})); \
-             return {{ value: o.value, label: o.label }}; }}",
-            want = serde_json::to_string(option).unwrap_or_default()
-        );
-        let outcome = self.on_element(ref_id, &script).await?;
-        if let Some(problem) = outcome.get("problem").and_then(Value::as_str) {
-            let mut error =
-                ToolError::invalid(format!("cannot select {option:?} in [{ref_id}]: {problem}"));
-            if let Some(options) = outcome.get("options") {
-                error = error.with_hint(format!("options are: {options}"));
-            }
-            return Err(error);
-        }
-        Ok(outcome)
     }
 
     /// The options of a `<select>` (value, label, selected, disabled).

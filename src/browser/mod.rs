@@ -11,6 +11,8 @@ pub use annotate::role_colour;
 mod capture;
 mod content;
 mod download;
+mod fill;
+mod formats;
 mod frames;
 mod guard;
 mod identity;
@@ -33,6 +35,7 @@ pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
 pub use content::{FindHit, Form, Scope};
 pub use download::Downloaded;
+pub use fill::{FieldCheck, Filled, ValueMismatch};
 pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};
 pub use navigation::{Arrival, Destination, FailedNavigation};
 pub use pool::{

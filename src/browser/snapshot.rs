@@ -57,6 +57,18 @@ pub struct Element {
     pub expanded: Option<bool>,
     #[serde(default)]
     pub disabled: bool,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default)]
+    pub readonly: bool,
+    /// Marked invalid (`aria-invalid`), or failing its constraints once a person edited it or
+    /// the form was submitted (`:user-invalid`).
+    #[serde(default)]
+    pub invalid: bool,
+    /// Its description, or when invalid its error message (`aria-describedby`,
+    /// `aria-errormessage`, else the browser's validation message), shortened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Outside the viewport (scroll to reach it).
     #[serde(default)]
     pub offscreen: bool,
@@ -86,19 +98,37 @@ impl Element {
         if let Some(kind) = &self.input_type {
             line.push_str(&format!(" type={kind}"));
         }
-        if self.checked == Some(true) {
-            line.push_str(" checked");
+        for flag in self.flags() {
+            line.push(' ');
+            line.push_str(flag);
         }
-        if let Some(expanded) = self.expanded {
-            line.push_str(if expanded { " expanded" } else { " collapsed" });
-        }
-        if self.disabled {
-            line.push_str(" disabled");
+        if let Some(note) = &self.note {
+            let label = if self.invalid { "error" } else { "desc" };
+            line.push_str(&format!(" {label}={note:?}"));
         }
         if let Some(frame) = &self.frame {
             line.push_str(&format!(" (in frame {frame})"));
         }
         line
+    }
+
+    /// Its state, only what is set: `checked`, `expanded`/`collapsed`, `disabled`, `required`,
+    /// `readonly`, `invalid`.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let expanded = self
+            .expanded
+            .map(|open| if open { "expanded" } else { "collapsed" });
+        [
+            (self.checked == Some(true)).then_some("checked"),
+            expanded,
+            self.disabled.then_some("disabled"),
+            self.required.then_some("required"),
+            self.readonly.then_some("readonly"),
+            self.invalid.then_some("invalid"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
@@ -493,6 +523,20 @@ mod tests {
         assert_eq!(
             check.line(),
             "[16] checkbox \"Remember me\" checked disabled"
+        );
+        let mut email = element(17, "textbox", "Email");
+        email.input_type = Some("email".into());
+        email.required = true;
+        email.note = Some("Use your work address".into());
+        assert_eq!(
+            email.line(),
+            "[17] textbox \"Email\" type=email required desc=\"Use your work address\""
+        );
+        email.invalid = true;
+        email.note = Some("Enter an email address".into());
+        assert_eq!(
+            email.line(),
+            "[17] textbox \"Email\" type=email required invalid error=\"Enter an email address\""
         );
     }
 

@@ -11,14 +11,17 @@ use serde_json::Value;
 
 use super::{Call, PersonTimeoutMs, Scope, SessionName, Tool, handoff};
 use crate::browser::live::HandedBack;
-use crate::browser::{Aftermath, DialogAnswer, DialogRecord, Downloaded, Tab};
+use crate::browser::{
+    Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, Tab, ValueMismatch,
+};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
 
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
-click, type (clear, submit), send_keys (Enter, Control+A), select (value or label), options, \
-upload, hover, scroll, wait (until text/selector, or seconds), evaluate (JS), dialog (answer the \
-next alert/confirm/prompt), download (url, with the session's cookies, into downloads/). It waits while the page is busy and reports what changed. \
+click, type (clear, submit; also sets dates 2027-03-15, times 13:45, colours #rrggbb, numbers; \
+returns the value the field holds, and value_mismatch when the page cut or changed it), \
+send_keys (Enter, Control+A), select (value or label), options, upload, hover, scroll, wait \
+(until text/selector, or seconds), evaluate (JS), dialog (answer the next alert/confirm/prompt), download (url, with the session's cookies, into downloads/). It waits while the page is busy and reports what changed. \
 When a person must act (a second factor, a CAPTCHA, a consent), handoff with a message returns \
 a live_url for them and waits until they press Done, until `until` holds (text, selector or \
 url:PATTERN) or timeout_ms (default 10 min); wait:false returns at once, a later wait picks it up.";
@@ -36,7 +39,7 @@ pub struct InteractArgs {
     /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Text to type.
+    /// Text or value (2027-03-15).
     pub text: Option<String>,
     /// e.g. "Control+A Enter".
     pub keys: Option<String>,
@@ -171,9 +174,16 @@ struct Done {
     /// scroll: the position after scrolling.
     #[serde(skip_serializing_if = "Option::is_none")]
     scroll: Option<Value>,
-    /// evaluate: the script's value.
+    /// evaluate: the script's value; type, select: what the field holds now (a password as
+    /// bullets).
     #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<Value>,
+    /// type, select: the field holds something other than was asked (cut, masked, rewritten).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value_mismatch: Option<ValueMismatch>,
+    /// What a type or select asked of the field, checked once the page has settled.
+    #[serde(skip)]
+    check: Option<FieldCheck>,
     /// wait: how long it took.
     #[serde(skip_serializing_if = "Option::is_none")]
     waited_ms: Option<u64>,
@@ -213,6 +223,8 @@ impl Done {
             files: None,
             scroll: None,
             value: None,
+            value_mismatch: None,
+            check: None,
             waited_ms: None,
             next_dialog: None,
             answered: None,
@@ -300,6 +312,12 @@ impl Tool for Interact {
         let mut output = InteractOutput::of(done);
         if watched {
             output.aftermath = Some(tab.settle_after_action(&mark, deadline).await?);
+            if let Some(check) = output.done.check.take()
+                && let Some(filled) = tab.check_field(&check).await
+            {
+                output.done.value = Some(Value::String(filled.value));
+                output.done.value_mismatch = filled.mismatch;
+            }
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
             if let Ok(changes) = tab.element_changes().await {
@@ -393,7 +411,7 @@ async fn perform(
         Action::Type => {
             let text = args.text.as_deref().unwrap_or_default();
             let (clear, submit) = (args.clear.unwrap_or(true), args.submit.unwrap_or(false));
-            tab.type_text(need_ref()?, text, clear, submit).await?;
+            done.check = Some(tab.type_text(need_ref()?, text, clear, submit).await?);
         }
         Action::SendKeys => {
             tab.send_keys(args.keys.as_deref().unwrap_or_default(), ref_id)
@@ -401,7 +419,9 @@ async fn perform(
         }
         Action::Select => {
             let option = args.option.as_deref().unwrap_or_default();
-            done.selected = Some(tab.select(need_ref()?, option).await?);
+            let (selected, check) = tab.select(need_ref()?, option).await?;
+            done.selected = Some(selected);
+            done.check = Some(check);
         }
         Action::Options => done.options = Some(tab.options(need_ref()?).await?),
         Action::Upload => {

@@ -15,7 +15,8 @@ use crate::web::{markdown, sections};
 const MAX_FIND_HITS: usize = 50;
 
 const GUIDE: &str = "browser_read reads the current tab. mode=elements (default) lists \
-interactive elements as `[ref] role \"name\"`; use those refs with other browser tools. \
+interactive elements as `[ref] role \"name\"` with their state (value, checked, required, \
+invalid with its error=\"…\"); use those refs with other browser tools. \
 mode=markdown for the content, find to locate text, extract for the parts answering a query. \
 Long output is paged: pass next_cursor back as cursor.";
 

@@ -26,6 +26,7 @@ pub const SLOW_POST_MS: u64 = 300;
 pub fn routes() -> Router<super::Sites> {
     Router::new()
         .route("/pay", post(pay))
+        .route("/fields", post(fields))
         .route("/slow-post", post(slow_post))
         .route("/live-press", post(live_press))
         .route("/docs/{name}", post(store_document).get(serve_document))
@@ -134,6 +135,14 @@ async fn pay(body: String) -> Response {
          <body><h1>Receipt</h1><p>Payment accepted for {holder}.</p>\
          <script>parent.postMessage('paid', '*');</script></body></html>"
     );
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// The every-field form's target (fixtures/fields.html): records the body, as sent.
+async fn fields(body: String) -> Response {
+    record("/fields", &body);
+    let page = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Received</title></head>\
+         <body><h1>Received</h1></body></html>";
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
 }
 
