@@ -2,6 +2,7 @@
 //! merged tools, served to agent loops over HTTP (OpenAI function-calling format) and MCP.
 //!
 //! # Layout
+//! - [`cli`]: the `webpilot` command line (the binary's `main` calls it).
 //! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
@@ -35,6 +36,7 @@ pub mod agent;
 pub mod app;
 pub mod browser;
 pub mod capability;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod crawl;
