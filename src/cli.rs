@@ -8,15 +8,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use serde::de::DeserializeOwned;
-use tracing_subscriber::EnvFilter;
 use crate::App;
 use crate::config::{Config, ConfigArgs};
 use crate::crawl::{TaskOptions, TaskStatus};
 use crate::pages::{FetchMode, PageOptions};
 use crate::tools::Caller;
 use crate::web::extract::ExtractKind;
+use clap::{Parser, Subcommand};
+use serde::de::DeserializeOwned;
+use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(

@@ -48,7 +48,11 @@ impl WarmSessions {
     /// A warm session of `tenant`, if one is ready (the newest: the oldest expire first).
     pub(super) fn take(&self, tenant: &str) -> Option<SessionGuard> {
         let mut by_tenant = self.lock();
-        by_tenant.get_mut(tenant)?.ready.pop().map(|warm| warm.guard)
+        by_tenant
+            .get_mut(tenant)?
+            .ready
+            .pop()
+            .map(|warm| warm.guard)
     }
 
     /// Closes every warm session (the browser is going away).
