@@ -12,6 +12,7 @@ use common::python::python;
 use common::web_fixtures::config;
 use common::{Harness, crawl_until_finished, get_json, ok_at, start_with};
 use serde_json::{Value, json};
+use webpilot::tools::STANDARD_FORMATS;
 
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
@@ -82,30 +83,6 @@ async fn describes_every_route_and_every_tool_with_its_argument_schema() {
     );
 }
 
-/// The formats JSON Schema 2020-12 defines; any other (schemars' `uint32`, OpenAPI's `int64`)
-/// is unknown to validators such as AJV, which MCP clients report on every `tools/list`.
-const STANDARD_FORMATS: [&str; 19] = [
-    "date-time",
-    "date",
-    "time",
-    "duration",
-    "email",
-    "idn-email",
-    "hostname",
-    "idn-hostname",
-    "ipv4",
-    "ipv6",
-    "uri",
-    "uri-reference",
-    "iri",
-    "iri-reference",
-    "uuid",
-    "uri-template",
-    "json-pointer",
-    "relative-json-pointer",
-    "regex",
-];
-
 /// Every `format` string in `value`, wherever it is.
 fn formats(value: &Value, found: &mut Vec<String>) {
     match value {
@@ -161,11 +138,7 @@ async fn mcp_tools(api: &str) -> Vec<Value> {
         .text()
         .await
         .unwrap();
-    let message: Value = answer
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|message| message["id"] == 2)
+    let message = common::rpc_answer(&answer, 2)
         .unwrap_or_else(|| panic!("no answer to tools/list: {answer}"));
     message["result"]["tools"]
         .as_array()

@@ -662,12 +662,8 @@ async fn mcp_result(key: &str, tool: &str, arguments: Value) -> Value {
         .await
         .unwrap();
     // An SSE stream: the answer is the `data:` line of the response to id 2.
-    let message: Value = answer
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|message| message["id"] == 2)
-        .unwrap_or_else(|| panic!("no answer to the call: {answer}"));
+    let message =
+        common::rpc_answer(&answer, 2).unwrap_or_else(|| panic!("no answer to the call: {answer}"));
     message["result"].clone()
 }
 

@@ -21,6 +21,8 @@ mod screenshot;
 mod tabs;
 mod web_search;
 
+pub use schema::STANDARD_FORMATS;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

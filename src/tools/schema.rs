@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// The `format` values JSON Schema 2020-12 defines; schemars' own (`uint32`, `int64`, `double`…)
 /// are unknown to validators such as AJV, which report them on every `tools/list`.
-const STANDARD_FORMATS: [&str; 19] = [
+pub const STANDARD_FORMATS: [&str; 19] = [
     "date-time",
     "date",
     "time",

@@ -805,3 +805,13 @@ pub fn word_f1(truth: &str, output: &str) -> f64 {
     let (precision, recall) = (common as f64 / o as f64, common as f64 / t as f64);
     2.0 * precision * recall / (precision + recall)
 }
+
+/// The JSON-RPC message answering request `id` in an MCP streamable-HTTP answer (SSE `data:`
+/// lines, or a single JSON body).
+pub fn rpc_answer(answer: &str, id: u64) -> Option<Value> {
+    answer
+        .lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message["id"] == id)
+}
