@@ -110,36 +110,7 @@ fn standard(what: &str, schema: &Value) {
 
 /// The tools as MCP's `tools/list` describes them, over streamable HTTP.
 async fn mcp_tools(api: &str) -> Vec<Value> {
-    let endpoint = format!("{api}/mcp");
-    let post = |session: Option<String>, body: Value| {
-        let mut request = common::client()
-            .post(&endpoint)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send()
-    };
-    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "formats", "version": "1"}}});
-    let opened = post(None, hello).await.unwrap();
-    let session = opened.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    post(Some(session.clone()), initialized).await.unwrap();
-    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    let answer = post(Some(session), list)
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let message = common::rpc_answer(&answer, 2)
-        .unwrap_or_else(|| panic!("no answer to tools/list: {answer}"));
+    let message = common::mcp_request(api, None, "tools/list", json!({})).await;
     message["result"]["tools"]
         .as_array()
         .expect("tools")

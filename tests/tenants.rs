@@ -627,43 +627,10 @@ async fn mcp_call(key: &str, tool: &str, arguments: Value) -> Value {
     mcp_result(key, tool, arguments).await["structuredContent"].clone()
 }
 
-/// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC: initialize, the
-/// initialized notification, then `tools/call`; the call's result.
+/// One tool call over streamable HTTP MCP with `key`, as raw JSON-RPC; the call's result.
 async fn mcp_result(key: &str, tool: &str, arguments: Value) -> Value {
-    let endpoint = format!("{}/mcp", service().api);
-    let post = |session: Option<String>, body: Value| {
-        let mut request = common::client()
-            .post(&endpoint)
-            .bearer_auth(key)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send()
-    };
-    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "tenants", "version": "1"}}});
-    let opened = post(None, hello).await.unwrap();
-    assert_eq!(opened.status(), 200);
-    let session = opened.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    post(Some(session.clone()), initialized).await.unwrap();
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments}});
-    let answer = post(Some(session), call)
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    // An SSE stream: the answer is the `data:` line of the response to id 2.
-    let message =
-        common::rpc_answer(&answer, 2).unwrap_or_else(|| panic!("no answer to the call: {answer}"));
+    let params = json!({"name": tool, "arguments": arguments});
+    let message = common::mcp_request(&service().api, Some(key), "tools/call", params).await;
     message["result"].clone()
 }
 

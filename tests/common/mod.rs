@@ -806,12 +806,47 @@ pub fn word_f1(truth: &str, output: &str) -> f64 {
     2.0 * precision * recall / (precision + recall)
 }
 
-/// The JSON-RPC message answering request `id` in an MCP streamable-HTTP answer (SSE `data:`
-/// lines, or a single JSON body).
-pub fn rpc_answer(answer: &str, id: u64) -> Option<Value> {
+/// One JSON-RPC request over MCP's streamable HTTP at `{api}/mcp`, as a client with `key` (if
+/// any) makes it: initialize, the initialized notification, then `method` with `params`; the
+/// message answering it.
+pub async fn mcp_request(api: &str, key: Option<&str>, method: &str, params: Value) -> Value {
+    let endpoint = format!("{api}/mcp");
+    let post = |session: Option<String>, body: Value| {
+        let mut request = client()
+            .post(&endpoint)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tests", "version": "1"}}});
+    let opened = post(None, hello).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(Some(session.clone()), initialized).await.unwrap();
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+    let answer = post(Some(session), request)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // An SSE stream (or one JSON body): the message whose id is 2.
     answer
         .lines()
         .map(|line| line.strip_prefix("data:").unwrap_or(line))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|message| message["id"] == id)
+        .find(|message| message["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to {method}: {answer}"))
 }
