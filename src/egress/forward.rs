@@ -42,7 +42,7 @@ pub(super) async fn serve(
         return;
     }
     if first[0] == TLS_HANDSHAKE {
-        match upstream.http_connect(&mut proxy, host, port).await {
+        match upstream.handshake(&mut proxy, host, port).await {
             Ok(()) => super::relay(client, proxy).await,
             Err(failure) => on_failure(failure),
         }

@@ -152,18 +152,28 @@ impl Upstream {
     /// A connection to `host:port` through the proxy, handshake done.
     pub(super) async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
         let mut stream = self.open().await?;
+        self.handshake(&mut stream, host, port).await?;
+        Ok(stream)
+    }
+
+    /// Asks the proxy, on `stream`, for a connection to `host:port`, within `PROXY_TIMEOUT`.
+    pub(super) async fn handshake(
+        &self,
+        stream: &mut TcpStream,
+        host: &str,
+        port: u16,
+    ) -> Result<(), Failure> {
         let handshake = async {
             match self.kind {
-                Kind::Http => self.http_connect(&mut stream, host, port).await,
-                Kind::Socks5 => self.socks_connect(&mut stream, host, port).await,
+                Kind::Http => self.http_connect(stream, host, port).await,
+                Kind::Socks5 => self.socks_connect(stream, host, port).await,
             }
         };
         tokio::time::timeout(PROXY_TIMEOUT, handshake)
             .await
             .map_err(|_| {
                 self.failed(io::ErrorKind::TimedOut, "no answer to the handshake".into())
-            })??;
-        Ok(stream)
+            })?
     }
 
     /// Whether a connection to `port` is tunnelled before the browser says anything: always
@@ -199,7 +209,7 @@ impl Upstream {
     }
 
     /// Asks the HTTP proxy for a tunnel to `host:port`.
-    pub(super) async fn http_connect(
+    async fn http_connect(
         &self,
         stream: &mut TcpStream,
         host: &str,
