@@ -3,6 +3,7 @@
 //! round-robin load balancer) is sent on to the instance holding it, and a session whose
 //! instance died is reported as gone rather than waited for.
 
+use crate::sync::Locked;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -294,19 +295,19 @@ impl Cluster {
             )
             .await?;
         if instance == self.instance {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut held = self.held.locked();
             held.remove(&(tenant.to_string(), name.to_string()));
         }
         Ok(())
     }
 
     fn is_held(&self, key: &(String, String)) -> bool {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.held.locked();
         held.contains(key)
     }
 
     fn hold_locally(&self, key: (String, String)) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.locked();
         held.insert(key);
     }
 }

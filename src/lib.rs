@@ -11,6 +11,7 @@
 //! - [`rate`]: token buckets for call rates.
 //! - [`capability`]: signed, expiring links to one session's live view, and where they point.
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
+//! - [`sync`]: locks that outlive a panic (one recovery policy for every `std::sync` lock).
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
 //! - [`crawl`]: batch crawl tasks — bounded parallelism, a SQLite or PostgreSQL store with
@@ -49,6 +50,7 @@ pub mod policy;
 pub mod postgres;
 pub mod rate;
 pub mod server;
+pub mod sync;
 pub mod tenant;
 pub mod tools;
 pub mod web;

@@ -1,6 +1,7 @@
 //! Operational metrics in the Prometheus text format: tool calls by tool and outcome, their
 //! latency as histograms, plus gauges the caller supplies (live sessions, browser restarts).
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -109,7 +110,7 @@ impl Metrics {
 
     /// Counts one tool call that took `seconds`.
     pub fn record(&self, tool: &str, outcome: &str, seconds: f64) {
-        let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        let mut book = self.book.locked();
         *book
             .calls
             .entry((tool.to_string(), outcome.to_string()))
@@ -126,7 +127,7 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn render(&self, gauges: &[Gauge<'_>]) -> String {
-        let book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        let book = self.book.locked();
         let mut out = String::new();
         header(
             &mut out,

@@ -2,6 +2,7 @@
 //! `web_search = "10/min"`, a `default`), failed authentications per client address. A call
 //! past its quota is `LIMIT` with how long to wait.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -94,7 +95,7 @@ impl RateLimiter {
         act: impl FnOnce(&mut Bucket, &Quota) -> T,
     ) -> Option<(T, Option<u64>)> {
         let quota = self.quotas.get(key).or(self.default.as_ref())?;
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.locked();
         let now = Instant::now();
         let bucket = buckets.entry(key.to_string()).or_insert(Bucket {
             tokens: f64::from(quota.count),

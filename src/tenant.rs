@@ -12,6 +12,7 @@
 //! the entry in PostgreSQL instead ([`SharedKeys`]) and announces it: every instance reads those
 //! at start and takes new ones as they are added.
 
+use crate::sync::RwLocked;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -283,7 +284,7 @@ impl Tenants {
             return Ok(false);
         }
         let tenant = Tenant::keyed(entry, &self.rate, &self.operator)?;
-        let mut keyed = self.keyed.write().unwrap_or_else(|e| e.into_inner());
+        let mut keyed = self.keyed.write_locked();
         if known(&keyed) {
             return Ok(false);
         }
@@ -292,7 +293,7 @@ impl Tenants {
     }
 
     fn keyed(&self) -> RwLockReadGuard<'_, Vec<([u8; 32], Arc<Tenant>)>> {
-        self.keyed.read().unwrap_or_else(|e| e.into_inner())
+        self.keyed.read_locked()
     }
 
     /// Whether calls must present a key.

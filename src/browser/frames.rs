@@ -11,6 +11,7 @@
 //! the frame's place in document order and its box; the tab then reads the frame and splices it
 //! in there (`snapshot.rs`, `content.rs`).
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -322,9 +323,7 @@ const TAG_OWNER_JS: &str = "function (key) { Object.defineProperty(this, Symbol.
     { value: key, configurable: true }); }";
 
 fn lock_registry(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
-    registry
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    registry.locked()
 }
 
 /// Iframes only; workers and the like stay unattached (and unpaused).
@@ -421,9 +420,7 @@ async fn watch(
 }
 
 fn lock_init(scripts: &InitScripts) -> std::sync::MutexGuard<'_, Vec<String>> {
-    scripts
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    scripts.locked()
 }
 
 /// Sets a new frame up like a tab, then lets it run. Failures mean the frame went away.

@@ -8,6 +8,7 @@
 //! session, and every session auto-attached under a routed one (its frames) is routed to the
 //! same receiver before any of its events can arrive.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -101,9 +102,7 @@ impl CdpLink {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.locked()
 }
 
 /// Drives the connection: sends queued commands, answers callers, routes events. Ends when the

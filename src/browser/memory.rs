@@ -2,6 +2,7 @@
 //! descendants (renderers, GPU, utilities), read from `/proc`. PSS splits shared pages among
 //! the processes sharing them, so the sum is what the browser really costs the machine.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ pub struct MemoryGauge {
 impl MemoryGauge {
     /// The PSS in bytes of process `pid` and its descendants; none when `/proc` cannot tell.
     pub async fn pss(&self, pid: u32) -> Option<u64> {
-        if let Some((seen, at, bytes)) = *self.latest.lock().unwrap_or_else(|p| p.into_inner())
+        if let Some((seen, at, bytes)) = *self.latest.locked()
             && seen == pid
             && at.elapsed() < FRESH_FOR
         {
@@ -28,7 +29,7 @@ impl MemoryGauge {
             .await
             .ok()
             .flatten()?;
-        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((pid, Instant::now(), bytes));
+        *self.latest.locked() = Some((pid, Instant::now(), bytes));
         Some(bytes)
     }
 }

@@ -7,6 +7,7 @@
 //! the new generation and rebuild their browser context. A remote endpoint that cannot be
 //! reached is marked down: it gets no new sessions until a probe finds it answering again.
 
+use crate::sync::Locked;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -656,7 +657,7 @@ async fn watch_downloads(
         return tokio::spawn(async {});
     };
     tokio::spawn(async move {
-        let lock = || downloads.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || downloads.locked();
         loop {
             tokio::select! {
                 Some(event) = begun.next() => lock().push(Download {

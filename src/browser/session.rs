@@ -4,6 +4,7 @@
 //! after `session_idle_secs` without calls. Each session serialises its own commands (its state
 //! sits behind an async mutex held for a whole tool call); different sessions run in parallel.
 
+use crate::sync::Locked;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -366,12 +367,12 @@ impl BrowserService {
         let number = self.scratch_count.fetch_add(1, Ordering::Relaxed) + 1;
         let name = format!("_{purpose}-{number}");
         let place = {
-            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.sessions.locked();
             self.place(&sessions)?
         };
         let session = Session::new(tenant.clone(), name, true, place);
         {
-            let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+            let mut scratch = self.scratch.locked();
             scratch.retain(|s| s.strong_count() > 0);
             scratch.push(Arc::downgrade(&session));
         }
@@ -431,7 +432,7 @@ impl BrowserService {
             return error;
         };
         let key = (session.tenant.name().to_string(), session.name.clone());
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         if sessions.get(&key).is_some_and(|s| Arc::ptr_eq(s, session)) {
             sessions.remove(&key);
         }
@@ -568,7 +569,7 @@ impl BrowserService {
             return Err(no_such_private_session(name));
         }
         let memory = self.memory_room().await;
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         if let Some(session) = sessions.get(&key) {
             return Ok(session.clone());
         }
@@ -591,7 +592,7 @@ impl BrowserService {
         identity.check()?;
         let key = (tenant.name().to_string(), name.to_string());
         let memory = self.memory_room().await;
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         if let Some(session) = sessions.get(&key) {
             if session.identity == identity {
                 return Ok(());
@@ -624,7 +625,7 @@ impl BrowserService {
     }
 
     fn lookup(&self, key: &SessionKey) -> Option<Arc<Session>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.locked();
         sessions.get(key).cloned()
     }
 
@@ -666,7 +667,7 @@ impl BrowserService {
         extras.identity.check()?;
         let name = unguessable_name(PRIVATE_PREFIX);
         let memory = self.memory_room().await;
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         self.room_for_one(&sessions, tenant)?;
         memory?;
         let place = self.place(&sessions)?;
@@ -677,7 +678,7 @@ impl BrowserService {
 
     /// `tenant`'s live sessions, by name.
     pub fn sessions(&self, tenant: &Tenant) -> Vec<SessionSummary> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.locked();
         let mut summaries: Vec<SessionSummary> = sessions
             .iter()
             .filter(|((owner, _), _)| owner == tenant.name())
@@ -735,21 +736,14 @@ impl BrowserService {
 
     /// How many sessions are live, all tenants.
     pub fn session_count(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.sessions.locked().len()
     }
 
     /// Closes `tenant`'s session `name` now (its context, tabs, cookies). Returns whether it
     /// existed.
     pub async fn close_session(&self, tenant: &Tenant, name: &str) -> bool {
         let key = (tenant.name().to_string(), name.to_string());
-        let removed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
+        let removed = self.sessions.locked().remove(&key);
         match removed {
             Some(session) => {
                 let mut state = session.state.lock().await;
@@ -789,7 +783,7 @@ impl BrowserService {
     /// Closes the browser once no session (scratch ones included) has lived for `after`.
     async fn recycle_when_unused(&self, after: Duration) {
         let since = {
-            let mut since = self.unused_since.lock().unwrap_or_else(|p| p.into_inner());
+            let mut since = self.unused_since.locked();
             if !self.unused() {
                 *since = None;
                 return;
@@ -802,13 +796,13 @@ impl BrowserService {
                 unused_secs = since.elapsed().as_secs(),
                 "closed the unused browser: the next call starts a fresh one"
             );
-            *self.unused_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.unused_since.locked() = None;
         }
     }
 
     /// No session is live, not even a scratch one (warm ones waiting for a render aside).
     fn unused(&self) -> bool {
-        let scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let scratch = self.scratch.locked();
         let live_scratch = scratch.iter().filter(|s| s.strong_count() > 0).count();
         self.session_count() == 0 && live_scratch <= self.warm.ready()
     }
@@ -885,17 +879,10 @@ impl BrowserService {
 
     /// Every live session's context, the scratch sessions' included.
     fn owners_by_context(&self) -> HashMap<BrowserContextId, Arc<Session>> {
-        let named: Vec<Arc<Session>> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let named: Vec<Arc<Session>> = self.sessions.locked().values().cloned().collect();
         let scratch: Vec<Arc<Session>> = self
             .scratch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
@@ -970,13 +957,7 @@ impl BrowserService {
             .into_iter()
             .filter(|c| !owners.contains_key(c))
             .collect();
-        let previous = std::mem::replace(
-            &mut *self
-                .unowned_contexts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-            unowned.clone(),
-        );
+        let previous = std::mem::replace(&mut *self.unowned_contexts.locked(), unowned.clone());
         for context in unowned.intersection(&previous) {
             tracing::info!(context = %context.inner(), "closing a browser context no session owns");
             let dispose = browser.browser.dispose_browser_context(context.clone());
@@ -986,7 +967,7 @@ impl BrowserService {
 
     async fn reap_idle(&self, idle: Duration) {
         let expired: Vec<Arc<Session>> = {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.sessions.locked();
             let names: Vec<SessionKey> = sessions
                 .iter()
                 .filter(|(_, s)| {
@@ -1008,13 +989,7 @@ impl BrowserService {
     /// Closes every session and the browser.
     pub async fn shutdown(&self) {
         self.warm.clear();
-        let sessions: Vec<Arc<Session>> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
+        let sessions: Vec<Arc<Session>> = self.sessions.locked().drain().map(|(_, s)| s).collect();
         for session in sessions {
             if let Ok(mut state) = session.state.try_lock() {
                 state.tabs.clear();
@@ -1111,21 +1086,15 @@ impl Session {
     }
 
     fn published_context(&self) -> Option<BrowserContextId> {
-        self.context
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.context.locked().clone()
     }
 
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.last_used.locked() = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
-        self.last_used
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .elapsed()
+        self.last_used.locked().elapsed()
     }
 }
 
@@ -1142,7 +1111,7 @@ impl SessionState {
     }
 
     fn set_context(&mut self, context: Option<BrowserContextId>) {
-        *self.mirror.lock().unwrap_or_else(|p| p.into_inner()) = context.clone();
+        *self.mirror.locked() = context.clone();
         self.context = context;
     }
 

@@ -1,6 +1,7 @@
 //! A session's cookies (all of its browser context, httpOnly included) and the localStorage of
 //! its open origins: read, set, clear, and restore before a page of the origin loads.
 
+use crate::sync::Locked;
 use chromiumoxide::cdp::browser_protocol::network::{CookieParam, CookieSameSite, TimeSinceEpoch};
 use chromiumoxide::cdp::browser_protocol::page::AddScriptToEvaluateOnNewDocumentParams;
 use chromiumoxide::cdp::browser_protocol::storage::{
@@ -129,10 +130,7 @@ impl Tab {
         let params = AddScriptToEvaluateOnNewDocumentParams::new(script);
         self.cdp("installing a script", self.page.execute(params))
             .await?;
-        self.scripts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(script.to_string());
+        self.scripts.locked().push(script.to_string());
         Ok(())
     }
 }

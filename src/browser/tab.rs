@@ -1,6 +1,7 @@
 //! One tab of a session: its chromiumoxide `Page`, the events watched on it (requests in
 //! flight, the main document's status, JS dialogs) and script evaluation.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -407,11 +408,7 @@ impl Tab {
     /// Downloads started from this tab since the last call.
     pub(crate) fn take_downloads(&self) -> Vec<super::pool::Download> {
         let main_frame = self.page.target_id().inner().clone();
-        let mut all = self
-            .browser
-            .downloads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut all = self.browser.downloads.locked();
         let (mine, others): (Vec<_>, Vec<_>) =
             all.drain(..).partition(|d| d.frame_id == main_frame);
         *all = others;
@@ -444,9 +441,7 @@ pub(crate) fn script_error(details: &ExceptionDetails) -> ToolError {
 }
 
 pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEvents> {
-    events
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    events.locked()
 }
 
 /// Subscribes to the page's events and keeps `TabEvents` current until the tab is dropped.

@@ -8,6 +8,7 @@
 //! to the render limit; one unused for `WARM_FOR` is closed, so an idle service holds none and
 //! its browser can still be recycled.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,7 +43,7 @@ struct Warm {
 
 impl WarmSessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tenantwise>> {
-        self.by_tenant.lock().unwrap_or_else(|p| p.into_inner())
+        self.by_tenant.locked()
     }
 
     /// A warm session of `tenant`, if one is ready (the newest: the oldest expire first).

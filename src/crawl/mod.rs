@@ -6,6 +6,7 @@
 
 mod store;
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -355,7 +356,7 @@ impl Crawler {
 
     /// Starts working on task `id` unless this instance already is.
     fn spawn(self: &Arc<Self>, id: String) {
-        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runners = self.runners.locked();
         if self.stop.is_cancelled() || runners.contains_key(&id) {
             return;
         }
@@ -366,7 +367,7 @@ impl Crawler {
             if let Err(error) = crawler.run(&id, &finished_elsewhere).await {
                 tracing::error!(task = %id, %error, "crawl task stopped");
             }
-            let mut runners = crawler.runners.lock().unwrap_or_else(|e| e.into_inner());
+            let mut runners = crawler.runners.locked();
             runners.remove(&id);
         });
     }
@@ -565,7 +566,7 @@ impl Crawler {
         let host = url::Url::parse(url)
             .map(|u| host_key(&u))
             .unwrap_or_default();
-        let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut hosts = self.hosts.locked();
         hosts
             .entry(host)
             .or_insert_with(|| Arc::new(Semaphore::new(self.config.per_host)))
@@ -587,16 +588,11 @@ impl Crawler {
     fn broadcast(&self, event: CrawlEvent) {
         let (CrawlEvent::Progress { task_id, .. } | CrawlEvent::Done { task_id, .. }) = &event;
         let id = task_id.clone();
-        if let Some(runner) = self
-            .runners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
-        {
+        if let Some(runner) = self.runners.locked().get(&id) {
             runner.notify_one();
         }
         let done = matches!(event, CrawlEvent::Done { .. });
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut channels = self.channels.locked();
         if let Some(sender) = channels.get(&id) {
             let _ = sender.send(event);
         }
@@ -619,7 +615,7 @@ impl Crawler {
     ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
         // Subscribed before reading the status: a `done` in between is in the receiver.
         let receiver = {
-            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            let mut channels = self.channels.locked();
             channels
                 .entry(id.to_string())
                 .or_insert_with(|| broadcast::channel(EVENT_BUFFER).0)
@@ -627,7 +623,7 @@ impl Crawler {
         };
         let summary = self.summary(tenant, id).await;
         if summary.as_ref().map_or(true, |s| s.status.is_finished()) {
-            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            let mut channels = self.channels.locked();
             if channels.get(id).is_some_and(|s| s.receiver_count() <= 1) {
                 channels.remove(id);
             }

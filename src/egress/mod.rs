@@ -17,6 +17,7 @@ mod resolve;
 mod socks;
 mod upstream;
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -354,7 +355,7 @@ impl LaneLog {
 }
 
 fn lock(log: &Mutex<LaneLog>) -> std::sync::MutexGuard<'_, LaneLog> {
-    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    log.locked()
 }
 
 async fn serve(listener: TcpListener, lane: Arc<LaneState>) {

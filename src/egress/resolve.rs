@@ -4,6 +4,7 @@
 //! Chromium treats them (RFC 6761): judging them by a DNS answer that does not exist would let
 //! them through.
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
@@ -118,9 +119,7 @@ impl Resolver {
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, AddressCache> {
-        self.addresses
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.addresses.locked()
     }
 }
 

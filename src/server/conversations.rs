@@ -4,6 +4,7 @@
 //! `GET /api/conversations/{id}/files/{name}` (a tool result's screenshot). One message at a
 //! time per conversation: a second one while it answers is `LIMIT`.
 
+use crate::sync::Locked;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -287,16 +288,13 @@ struct Answering {
 
 impl Drop for Answering {
     fn drop(&mut self) {
-        self.busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
+        self.busy.locked().remove(&self.id);
     }
 }
 
 impl Front {
     fn answering(&self, id: &str) -> Option<Answering> {
-        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let mut busy = self.busy.locked();
         busy.insert(id.to_string()).then(|| Answering {
             busy: self.busy.clone(),
             id: id.to_string(),
@@ -304,9 +302,6 @@ impl Front {
     }
 
     fn is_busy(&self, id: &str) -> bool {
-        self.busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(id)
+        self.busy.locked().contains(id)
     }
 }

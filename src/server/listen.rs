@@ -3,6 +3,7 @@
 //! request head yet (a slow-loris client holds one each), the error shape on hyper's own
 //! refusals (a request target or head too large), and a graceful end.
 
+use crate::sync::Locked;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -70,7 +71,7 @@ pub async fn accept_until(
         let held = slot.clone();
         let service = service.clone();
         let handler = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            held.lock().unwrap_or_else(|p| p.into_inner()).take();
+            held.locked().take();
             request.extensions_mut().insert(ConnectInfo(peer));
             service.clone().oneshot(request)
         });
@@ -89,7 +90,7 @@ pub async fn accept_until(
                 Some(ended) => ended,
                 // hyper's own head timeout starts only once the protocol is known (HTTP/1),
                 // and HTTP/2 has none: a connection without a request by now is dropped.
-                None if slot.lock().unwrap_or_else(|p| p.into_inner()).is_some() => return,
+                None if slot.locked().is_some() => return,
                 None => connection.await,
             };
             if let Err(error) = ended {

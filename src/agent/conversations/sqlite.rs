@@ -1,6 +1,7 @@
 //! The embedded engine: conversations in SQLite (`webpilot.db` in the data dir), their images as
 //! files under `<data dir>/conversations/<id>/`.
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -55,7 +56,7 @@ impl SqliteStore {
     }
 
     fn db(&self) -> MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(|p| p.into_inner())
+        self.connection.locked()
     }
 }
 

@@ -11,6 +11,7 @@ mod handoff;
 mod remote_input;
 mod screencast;
 
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -220,7 +221,7 @@ impl LiveHub {
             )
             .await?;
         let existing = {
-            let mut casts = self.screencasts.lock().unwrap_or_else(|p| p.into_inner());
+            let mut casts = self.screencasts.locked();
             casts.retain(|_, cast| cast.strong_count() > 0);
             casts.get(&tab.target).and_then(Weak::upgrade)
         };
@@ -234,7 +235,7 @@ impl LiveHub {
                     self.stats.clone(),
                 )
                 .await?;
-                let mut casts = self.screencasts.lock().unwrap_or_else(|p| p.into_inner());
+                let mut casts = self.screencasts.locked();
                 casts.insert(tab.target.clone(), Arc::downgrade(&cast));
                 cast
             }

@@ -2,6 +2,7 @@
 //! acknowledged at once so Chromium sends the next as soon as the page changes; nothing is sent
 //! while the page is still. It runs while at least one `Watching` of it exists.
 
+use crate::sync::Locked;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -124,7 +125,7 @@ impl Shared {
             width: event.metadata.device_width,
             height: event.metadata.device_height,
         });
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(frame.clone());
+        *self.last.locked() = Some(frame.clone());
         // No receiver is no error: the viewers may have just left.
         let _ = self.frames.send(frame);
     }
@@ -142,12 +143,7 @@ pub struct Watching {
 impl Watching {
     pub(super) fn of(cast: Arc<Screencast>) -> Self {
         let frames = cast.shared.frames.subscribe();
-        let first = cast
-            .shared
-            .last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let first = cast.shared.last.locked().clone();
         Self {
             _cast: cast,
             frames,

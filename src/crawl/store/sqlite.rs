@@ -2,6 +2,7 @@
 //! instance. Claims are leases like PostgreSQL's, but the only instance clears them at start,
 //! and its own per-host semaphores keep the host limit.
 
+use crate::sync::Locked;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -94,7 +95,7 @@ impl SqliteStore {
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(|e| e.into_inner())
+        self.connection.locked()
     }
 
     fn counts_now(db: &Connection, id: &str) -> DbResult<(usize, usize)> {

@@ -7,6 +7,7 @@ mod duckduckgo;
 mod searxng;
 mod tavily;
 
+use crate::sync::Locked;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -334,7 +335,7 @@ impl Searcher {
     }
 
     fn cooling_down(&self, name: &str) -> Option<String> {
-        let cooling = self.cooling.lock().unwrap_or_else(|e| e.into_inner());
+        let cooling = self.cooling.locked();
         let (until, reason) = cooling.get(name)?;
         let left = until.checked_duration_since(Instant::now())?;
         Some(format!(
@@ -346,8 +347,7 @@ impl Searcher {
     fn rest(&self, name: &'static str, failure: &Failure) {
         let until = Instant::now() + Duration::from_secs(self.config.cooldown_secs);
         self.cooling
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .insert(name, (until, failure.to_string()));
     }
 }
