@@ -195,14 +195,6 @@ impl App {
 
 /// A fresh instance name: 8 random hex digits.
 fn instance_id() -> String {
-    let mut bytes = [0u8; 4];
-    // Without the OS's randomness, time and pid still tell instances apart.
-    if getrandom::fill(&mut bytes).is_err() {
-        let seed = std::process::id()
-            ^ (std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos()));
-        bytes = seed.to_be_bytes();
-    }
+    let bytes = crate::ids::random_bytes::<4>();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -14,15 +14,14 @@ use data_encoding::BASE64URL_NOPAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use crate::ids::{SessionId, SessionName, TenantName};
 use crate::postgres::Database;
 
 /// The name of the live-link secret among the shared secrets.
 const LIVE_SECRET: &str = "live_links";
 
 fn random_secret() -> Vec<u8> {
-    let mut random = vec![0; 32];
-    getrandom::fill(&mut random).expect("the OS random source");
-    random
+    crate::ids::random_bytes::<32>().to_vec()
 }
 
 /// Signs and checks live-view links.
@@ -34,8 +33,7 @@ pub struct LiveLinks {
 /// A signed link's parts, once checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    pub tenant: String,
-    pub session: String,
+    pub session: SessionId,
     /// Unix seconds.
     pub expires_at: u64,
 }
@@ -85,12 +83,11 @@ impl LiveLinks {
         self.lifetime
     }
 
-    /// A token for `tenant`'s session `session`, valid for the configured lifetime.
-    pub fn mint(&self, tenant: &str, session: &str) -> (String, Grant) {
+    /// A token for session `session`, valid for the configured lifetime.
+    pub fn mint(&self, session: &SessionId) -> (String, Grant) {
         let expires_at = unix_now() + self.lifetime.as_secs();
         let grant = Grant {
-            tenant: tenant.to_string(),
-            session: session.to_string(),
+            session: session.clone(),
             expires_at,
         };
         (self.sign(&grant), grant)
@@ -122,15 +119,21 @@ impl LiveLinks {
         if expires_at <= unix_now() {
             return Err(Refusal::Expired);
         }
+        let name = SessionName::parse(named).map_err(|_| Refusal::Forged)?;
         Ok(Grant {
-            tenant: tenant.to_string(),
-            session: named.to_string(),
+            session: SessionId::new(TenantName::from_stored(tenant), name),
             expires_at,
         })
     }
 
     fn sign(&self, grant: &Grant) -> String {
-        let payload = format!("{}\n{}\n{}", grant.tenant, grant.session, grant.expires_at);
+        let session = &grant.session;
+        let payload = format!(
+            "{}\n{}\n{}",
+            session.tenant.stored(),
+            session.name,
+            grant.expires_at
+        );
         let payload = BASE64URL_NOPAD.encode(payload.as_bytes());
         let signature = self.mac(payload.as_bytes()).finalize().into_bytes();
         format!("{payload}.{}", BASE64URL_NOPAD.encode(&signature))
@@ -246,16 +249,23 @@ mod tests {
         );
     }
 
+    fn work() -> SessionId {
+        SessionId::new(
+            TenantName::keyed("acme"),
+            SessionName::parse("work").unwrap(),
+        )
+    }
+
     #[test]
     fn a_minted_link_opens_its_session_only() {
-        let (token, grant) = links().mint("acme", "work");
+        let (token, grant) = links().mint(&work());
         assert_eq!(links().check(&token, "work"), Ok(grant));
         assert_eq!(links().check(&token, "other"), Err(Refusal::OtherSession));
     }
 
     #[test]
     fn tampered_foreign_and_expired_links_are_refused() {
-        let (token, _) = links().mint("acme", "work");
+        let (token, _) = links().mint(&work());
         let mut tampered = token.clone().into_bytes();
         let last = tampered.len() - 1;
         tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
@@ -267,8 +277,7 @@ mod tests {
             assert_eq!(links().check(junk, "work"), Err(Refusal::Forged), "{junk}");
         }
         let expired = links().sign(&Grant {
-            tenant: "acme".into(),
-            session: "work".into(),
+            session: work(),
             expires_at: unix_now() - 1,
         });
         assert_eq!(links().check(&expired, "work"), Err(Refusal::Expired));

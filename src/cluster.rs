@@ -3,6 +3,7 @@
 //! round-robin load balancer) is sent on to the instance holding it, and a session whose
 //! instance died is reported as gone rather than waited for.
 
+use crate::ids::{SessionId, TenantName};
 use crate::sync::Locked;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -59,7 +60,7 @@ pub struct Cluster {
     instance: String,
     url: String,
     /// Sessions recorded as this instance's: their calls need no query.
-    held: Mutex<HashSet<(String, String)>>,
+    held: Mutex<HashSet<SessionId>>,
     /// Sends calls on to other instances.
     client: reqwest::Client,
     /// What marks a call as sent on by an instance (hex of a secret they share): a caller
@@ -165,10 +166,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// Where `tenant`'s session `name` lives; a session no instance holds becomes this one's.
-    pub async fn holder(&self, tenant: &str, name: &str) -> anyhow::Result<Holder> {
-        let key = (tenant.to_string(), name.to_string());
-        if self.is_held(&key) {
+    /// Where session `id` lives; a session no instance holds becomes this one's.
+    pub async fn holder(&self, id: &SessionId) -> anyhow::Result<Holder> {
+        if self.is_held(id) {
             return Ok(Holder::Here);
         }
         let client = self.database.client().await?;
@@ -176,65 +176,67 @@ impl Cluster {
             .query_opt(
                 "INSERT INTO browser_sessions (tenant, name, instance) VALUES ($1, $2, $3)
                  ON CONFLICT (tenant, name) DO NOTHING RETURNING instance",
-                &[&tenant, &name, &self.instance],
+                &[&id.tenant.stored(), &id.name.as_str(), &self.instance],
             )
             .await?;
         if claimed.is_some() {
-            self.hold_locally(key);
+            self.hold_locally(id);
             return Ok(Holder::Here);
         }
-        match self.recorded(&client, tenant, name).await? {
+        match self.recorded(&client, id).await? {
             Some(holder) => Ok(holder),
             // Dropped in between: take it.
-            None => Box::pin(self.holder(tenant, name)).await,
+            None => Box::pin(self.holder(id)).await,
         }
     }
 
-    /// Where `tenant`'s session `name` lives, if an instance holds it; unlike
-    /// [`Cluster::holder`], takes nothing (a private session is its creator's to record).
-    pub async fn holder_if_held(&self, tenant: &str, name: &str) -> anyhow::Result<Option<Holder>> {
-        if self.is_held(&(tenant.to_string(), name.to_string())) {
+    /// Where session `id` lives, if an instance holds it; unlike [`Cluster::holder`], takes
+    /// nothing (a private session is its creator's to record).
+    pub async fn holder_if_held(&self, id: &SessionId) -> anyhow::Result<Option<Holder>> {
+        if self.is_held(id) {
             return Ok(Some(Holder::Here));
         }
         let client = self.database.client().await?;
-        self.recorded(&client, tenant, name).await
+        self.recorded(&client, id).await
     }
 
     /// The holder a session's record names; a dead instance's record is dropped (`Gone`).
     async fn recorded(
         &self,
         client: &crate::postgres::Client,
-        tenant: &str,
-        name: &str,
+        id: &SessionId,
     ) -> anyhow::Result<Option<Holder>> {
-        let Some((instance, url, alive)) = Self::record(client, tenant, name).await? else {
+        let Some((instance, url, alive)) = Self::record(client, id).await? else {
             return Ok(None);
         };
         if instance == self.instance {
-            self.hold_locally((tenant.to_string(), name.to_string()));
+            self.hold_locally(id);
             return Ok(Some(Holder::Here));
         }
         match url {
             Some(url) if alive => Ok(Some(Holder::Elsewhere { instance, url })),
             _ => {
-                self.forget_on(tenant, name, &instance).await?;
+                self.forget_on(id, &instance).await?;
                 Ok(Some(Holder::Gone { instance }))
             }
         }
     }
 
-    /// The URL of the live instance other than this one holding `tenant`'s session `name`, if
-    /// any; unlike [`Cluster::holder`], takes nothing.
-    pub async fn elsewhere(&self, tenant: &str, name: &str) -> anyhow::Result<Option<String>> {
+    /// The URL of the live instance other than this one holding session `id`, if any; unlike
+    /// [`Cluster::holder`], takes nothing.
+    pub async fn elsewhere(&self, id: &SessionId) -> anyhow::Result<Option<String>> {
         let client = self.database.client().await?;
-        Ok(match Self::record(&client, tenant, name).await? {
+        Ok(match Self::record(&client, id).await? {
             Some((instance, Some(url), true)) if instance != self.instance => Some(url),
             _ => None,
         })
     }
 
     /// `tenant`'s sessions held by other live instances: (name, instance), by name.
-    pub async fn held_elsewhere(&self, tenant: &str) -> anyhow::Result<Vec<(String, String)>> {
+    pub async fn held_elsewhere(
+        &self,
+        tenant: &TenantName,
+    ) -> anyhow::Result<Vec<(String, String)>> {
         let rows = self
             .database
             .client()
@@ -245,7 +247,7 @@ impl Cluster {
                  WHERE s.tenant = $1 AND s.instance <> $2
                    AND i.heartbeat > now() - $3 * interval '1 millisecond'
                  ORDER BY s.name",
-                &[&tenant, &self.instance, &ALIVE_WITHIN_MS],
+                &[&tenant.stored(), &self.instance, &ALIVE_WITHIN_MS],
             )
             .await?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
@@ -254,8 +256,7 @@ impl Cluster {
     /// A session's record: its instance, that instance's URL and whether it is alive.
     async fn record(
         client: &crate::postgres::Client,
-        tenant: &str,
-        name: &str,
+        id: &SessionId,
     ) -> anyhow::Result<Option<(String, Option<String>, bool)>> {
         let row = client
             .query_opt(
@@ -263,51 +264,48 @@ impl Cluster {
                         COALESCE(i.heartbeat > now() - $3 * interval '1 millisecond', false)
                  FROM browser_sessions s LEFT JOIN webpilot_instances i ON i.id = s.instance
                  WHERE s.tenant = $1 AND s.name = $2",
-                &[&tenant, &name, &ALIVE_WITHIN_MS],
+                &[&id.tenant.stored(), &id.name.as_str(), &ALIVE_WITHIN_MS],
             )
             .await?;
         Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
     }
 
     /// Records a session created here.
-    pub async fn hold(&self, tenant: &str, name: &str) -> anyhow::Result<()> {
+    pub async fn hold(&self, id: &SessionId) -> anyhow::Result<()> {
         self.database
             .client()
             .await?
             .execute(
                 "INSERT INTO browser_sessions (tenant, name, instance) VALUES ($1, $2, $3)
                  ON CONFLICT (tenant, name) DO UPDATE SET instance = $3, created_at = now()",
-                &[&tenant, &name, &self.instance],
+                &[&id.tenant.stored(), &id.name.as_str(), &self.instance],
             )
             .await?;
-        self.hold_locally((tenant.to_string(), name.to_string()));
+        self.hold_locally(id);
         Ok(())
     }
 
     /// Drops the record of a session `instance` held (closed, or lost with its instance).
-    pub async fn forget_on(&self, tenant: &str, name: &str, instance: &str) -> anyhow::Result<()> {
+    pub async fn forget_on(&self, id: &SessionId, instance: &str) -> anyhow::Result<()> {
         self.database
             .client()
             .await?
             .execute(
                 "DELETE FROM browser_sessions WHERE tenant = $1 AND name = $2 AND instance = $3",
-                &[&tenant, &name, &instance],
+                &[&id.tenant.stored(), &id.name.as_str(), &instance],
             )
             .await?;
         if instance == self.instance {
-            let mut held = self.held.locked();
-            held.remove(&(tenant.to_string(), name.to_string()));
+            self.held.locked().remove(id);
         }
         Ok(())
     }
 
-    fn is_held(&self, key: &(String, String)) -> bool {
-        let held = self.held.locked();
-        held.contains(key)
+    fn is_held(&self, id: &SessionId) -> bool {
+        self.held.locked().contains(id)
     }
 
-    fn hold_locally(&self, key: (String, String)) {
-        let mut held = self.held.locked();
-        held.insert(key);
+    fn hold_locally(&self, id: &SessionId) {
+        self.held.locked().insert(id.clone());
     }
 }

@@ -96,7 +96,7 @@ impl FileRoots {
             roots: self
                 .roots
                 .iter()
-                .map(|root| root.join(tenant.name()))
+                .map(|root| root.join(tenant.name().stored()))
                 .collect(),
             max_bytes: self.max_bytes,
         }
@@ -266,7 +266,7 @@ mod tests {
             ..Default::default()
         };
         let tenants = crate::tenant::Tenants::from_config(&config).unwrap();
-        tenants.named(name).unwrap()
+        tenants.named(&crate::ids::TenantName::keyed(name)).unwrap()
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`cli`]: the `webpilot` command line (the binary's `main` calls it).
 //! - [`config`]: one `Config` — defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags.
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
+//! - [`ids`]: the nouns' names — `TenantName`, `SessionName`, `SessionId` — and unguessable names.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
 //! - [`files`]: which server files tools may read (under the configured roots, capped).
 //! - [`tenant`]: who a caller is (keys, the operator), what is theirs, and their limits.
@@ -44,6 +45,7 @@ pub mod crawl;
 pub mod egress;
 pub mod error;
 pub mod files;
+pub mod ids;
 pub mod metrics;
 pub mod pages;
 pub mod policy;

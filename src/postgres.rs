@@ -153,8 +153,7 @@ impl Database {
     /// bytes) by the first instance to ask, read by the others.
     pub async fn shared_secret(&self, name: &str) -> anyhow::Result<Vec<u8>> {
         self.migrate("secrets", &SECRET_MIGRATIONS).await?;
-        let mut drawn = vec![0; 32];
-        getrandom::fill(&mut drawn).map_err(|e| anyhow::anyhow!("the OS random source: {e}"))?;
+        let drawn = crate::ids::random_bytes::<32>().to_vec();
         let client = self.client().await?;
         client
             .execute(

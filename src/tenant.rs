@@ -12,6 +12,7 @@
 //! the entry in PostgreSQL instead ([`SharedKeys`]) and announces it: every instance reads those
 //! at start and takes new ones as they are added.
 
+use crate::ids::TenantName;
 use crate::sync::RwLocked;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -122,8 +123,7 @@ const MAX_TENANT_NAME: usize = 32;
 /// One tenant: its name, the URL policy its calls run under, its call rates and limits.
 #[derive(Debug)]
 pub struct Tenant {
-    /// Empty for the operator.
-    name: String,
+    name: TenantName,
     policy: Arc<UrlPolicy>,
     rates: RateLimiter,
     max_sessions: Option<usize>,
@@ -135,7 +135,7 @@ impl Tenant {
     /// The operator: the global policy and `[rate]`, no limits of its own.
     pub fn operator(config: &Config) -> anyhow::Result<Self> {
         Ok(Self {
-            name: String::new(),
+            name: TenantName::Operator,
             policy: Arc::new(
                 UrlPolicy::from_config(&config.fetch).map_err(|e| anyhow::anyhow!("fetch: {e}"))?,
             ),
@@ -163,7 +163,7 @@ impl Tenant {
         let rates =
             RateLimiter::new(&rates).map_err(|e| anyhow::anyhow!("keys: tenant {name:?}: {e}"))?;
         Ok(Self {
-            name: name.to_string(),
+            name: TenantName::keyed(name),
             policy: Arc::new(policy),
             rates,
             max_sessions: entry.max_sessions,
@@ -172,13 +172,13 @@ impl Tenant {
         })
     }
 
-    /// The name in the keys file; empty for the operator.
-    pub fn name(&self) -> &str {
+    /// Its name: the operator, or its name in the keys file.
+    pub fn name(&self) -> &TenantName {
         &self.name
     }
 
     pub fn is_operator(&self) -> bool {
-        self.name.is_empty()
+        self.name.is_operator()
     }
 
     /// What the tenant's calls may reach.
@@ -212,17 +212,13 @@ impl Tenant {
         if self.is_operator() {
             root.to_path_buf()
         } else {
-            root.join("tenants").join(&self.name)
+            root.join("tenants").join(self.name.stored())
         }
     }
 
     /// For logs and messages.
     pub fn label(&self) -> &str {
-        if self.is_operator() {
-            "operator"
-        } else {
-            &self.name
-        }
+        self.name.label()
     }
 }
 
@@ -277,7 +273,7 @@ impl Tenants {
         let known = |keyed: &[([u8; 32], Arc<Tenant>)]| {
             keyed
                 .iter()
-                .any(|(h, t)| *h == hash || t.name == entry.tenant)
+                .any(|(h, t)| *h == hash || t.name.stored() == entry.tenant)
         };
         // Every rescan offers every key again: known ones are not built again.
         if known(&self.keyed()) {
@@ -332,13 +328,13 @@ impl Tenants {
     }
 
     /// The tenant of this name (empty: the operator), if it is still in the keys.
-    pub fn named(&self, name: &str) -> Option<Arc<Tenant>> {
-        if name.is_empty() {
+    pub fn named(&self, name: &TenantName) -> Option<Arc<Tenant>> {
+        if name.is_operator() {
             return Some(self.operator.clone());
         }
         self.keyed()
             .iter()
-            .find(|(_, t)| t.name == name)
+            .find(|(_, t)| &t.name == name)
             .map(|(_, t)| t.clone())
     }
 }
@@ -362,9 +358,7 @@ fn parse_hash(text: &str) -> Result<[u8; 32], String> {
 
 /// A new key: `wpk_` and 160 random bits in base32.
 pub fn new_key() -> String {
-    let mut bits = [0u8; 20];
-    // The OS's randomness; without it there is no safe key to give.
-    getrandom::fill(&mut bits).expect("the operating system provides random bytes");
+    let bits = crate::ids::random_bytes::<20>();
     format!(
         "wpk_{}",
         data_encoding::BASE32_NOPAD
@@ -412,10 +406,10 @@ mod tests {
         let tenants = Tenants::from_config(&config).unwrap();
         assert!(tenants.auth_required());
         assert_eq!(
-            tenants.authenticate("key-of-alice").unwrap().name(),
+            tenants.authenticate("key-of-alice").unwrap().label(),
             "alice"
         );
-        assert_eq!(tenants.authenticate("key-of-bob").unwrap().name(), "bob");
+        assert_eq!(tenants.authenticate("key-of-bob").unwrap().label(), "bob");
         let operator = tenants.authenticate("operator-token-0123456789").unwrap();
         assert!(operator.is_operator());
         for wrong in [
@@ -428,11 +422,14 @@ mod tests {
         }
         let root = Path::new("/data");
         assert_eq!(
-            tenants.named("alice").unwrap().data_dir(root),
+            tenants
+                .named(&TenantName::keyed("alice"))
+                .unwrap()
+                .data_dir(root),
             Path::new("/data/tenants/alice")
         );
         assert_eq!(operator.data_dir(root), root);
-        assert!(tenants.named("carol").is_none());
+        assert!(tenants.named(&TenantName::keyed("carol")).is_none());
     }
 
     #[test]

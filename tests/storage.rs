@@ -9,6 +9,7 @@ use serde_json::json;
 use webpilot::agent::conversations::{Conversations, NewConversation, Record};
 use webpilot::browser::profiles::{self, OriginStorage, Profile, ProfileStore, SavedCookie};
 use webpilot::error::ErrorCode;
+use webpilot::ids::TenantName;
 use webpilot::postgres::Database;
 
 async fn database() -> Option<Database> {
@@ -41,7 +42,10 @@ async fn conversations_on_postgresql() {
 /// Turns stored whole, images to files and back, titles from the first question, tenants apart,
 /// paging newest first, deletion with the files.
 async fn conversations(store: Conversations) {
-    let first = store.create("", NewConversation::default()).await.unwrap();
+    let first = store
+        .create(&TenantName::Operator, NewConversation::default())
+        .await
+        .unwrap();
     let png = base64::engine::general_purpose::STANDARD.encode(b"\x89PNG fake");
     let screenshot = webpilot::tools::Image {
         mime: "image/png",
@@ -83,35 +87,53 @@ async fn conversations(store: Conversations) {
         history[1]["content"][0]["image_url"]["url"],
         format!("data:image/png;base64,{png}")
     );
-    let conversation = store.get("", &first.id).await.unwrap();
+    let conversation = store.get(&TenantName::Operator, &first.id).await.unwrap();
     assert_eq!(
         conversation.title, "What is on the page?",
         "the first question"
     );
     assert!(conversation.updated_ms >= conversation.created_ms);
     assert_eq!(
-        store.file("", &first.id, "2-0.png").await.unwrap(),
+        store
+            .file(&TenantName::Operator, &first.id, "2-0.png")
+            .await
+            .unwrap(),
         (b"\x89PNG fake".to_vec(), "image/png")
     );
     assert_eq!(
-        store.file("", &first.id, "3-result-0.png").await.unwrap().0,
+        store
+            .file(&TenantName::Operator, &first.id, "3-result-0.png")
+            .await
+            .unwrap()
+            .0,
         b"\x89PNG shot"
     );
     for bad in ["../db", "9-0.png", ""] {
-        let error = store.file("", &first.id, bad).await.unwrap_err();
+        let error = store
+            .file(&TenantName::Operator, &first.id, bad)
+            .await
+            .unwrap_err();
         assert_eq!(error.code, ErrorCode::NoSuchConversation, "{bad:?}");
     }
-    let error = store.get("other", &first.id).await.unwrap_err();
+    let error = store
+        .get(&TenantName::keyed("other"), &first.id)
+        .await
+        .unwrap_err();
     assert_eq!(
         error.code,
         ErrorCode::NoSuchConversation,
         "another tenant's"
     );
-    assert!(store.file("other", &first.id, "2-0.png").await.is_err());
+    assert!(
+        store
+            .file(&TenantName::keyed("other"), &first.id, "2-0.png")
+            .await
+            .is_err()
+    );
 
     let titled = store
         .create(
-            "",
+            &TenantName::Operator,
             NewConversation {
                 title: Some("Kept".into()),
                 tools: Some(vec!["browser_read".into()]),
@@ -127,31 +149,60 @@ async fn conversations(store: Conversations) {
         )
         .await
         .unwrap();
-    let titled = store.get("", &titled.id).await.unwrap();
+    let titled = store.get(&TenantName::Operator, &titled.id).await.unwrap();
     assert_eq!(titled.title, "Kept");
     assert_eq!(titled.tools, Some(vec!["browser_read".to_string()]));
     for _ in 0..3 {
-        store.create("", NewConversation::default()).await.unwrap();
+        store
+            .create(&TenantName::Operator, NewConversation::default())
+            .await
+            .unwrap();
     }
     store
-        .create("other", NewConversation::default())
+        .create(&TenantName::keyed("other"), NewConversation::default())
         .await
         .unwrap();
-    let (page, next) = store.list("", 2, None).await.unwrap();
+    let (page, next) = store.list(&TenantName::Operator, 2, None).await.unwrap();
     assert_eq!(page.len(), 2);
-    let (rest, last) = store.list("", 10, next.as_deref()).await.unwrap();
+    let (rest, last) = store
+        .list(&TenantName::Operator, 10, next.as_deref())
+        .await
+        .unwrap();
     assert_eq!(rest.len(), 3, "five of this tenant's, none of the other's");
     assert!(last.is_none());
     assert_eq!(rest.last().unwrap().id, first.id, "oldest last");
     assert!(rest.iter().all(|c| !page.iter().any(|p| p.id == c.id)));
-    let error = store.list("", 2, Some("x1")).await.unwrap_err();
+    let error = store
+        .list(&TenantName::Operator, 2, Some("x1"))
+        .await
+        .unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidArgument);
 
-    assert!(!store.delete("other", &first.id).await.unwrap());
-    assert!(store.delete("", &first.id).await.unwrap());
-    assert!(!store.delete("", &first.id).await.unwrap());
+    assert!(
+        !store
+            .delete(&TenantName::keyed("other"), &first.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete(&TenantName::Operator, &first.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete(&TenantName::Operator, &first.id)
+            .await
+            .unwrap()
+    );
     assert!(store.messages(&first.id).await.unwrap().is_empty());
-    assert!(store.file("", &first.id, "2-0.png").await.is_err());
+    assert!(
+        store
+            .file(&TenantName::Operator, &first.id, "2-0.png")
+            .await
+            .is_err()
+    );
     let error = store
         .append(
             &first.id,

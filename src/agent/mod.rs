@@ -16,8 +16,9 @@ use tokio::sync::mpsc;
 
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::SessionName;
 use crate::tenant::Tenant;
-use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput, check_caller_session};
+use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput};
 use conversations::{Record, Recorder};
 use llm::{Delta, LlmClient, ToolCall, Turn};
 
@@ -208,10 +209,7 @@ impl Agent {
             .filter(|spec| allowed.iter().any(|a| a == spec.name))
             .map(|spec| spec.definition())
             .collect();
-        let session = request.session.clone().filter(|s| !s.is_empty());
-        if let Some(session) = &session {
-            check_caller_session(session)?;
-        }
+        let session = SessionName::parse_optional(request.session.as_deref())?;
         let mut messages = request.messages.clone();
         if !messages.iter().any(|m| m["role"] == "system") {
             let prompt = format!("{SYSTEM_PREAMBLE}\n\n{}", self.registry.prompt());

@@ -45,7 +45,6 @@ pub use pool::{
 pub use print::{Paper, Printing};
 pub use session::{
     BrowserService, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo, Turn,
-    is_private, unguessable_name,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

@@ -8,6 +8,7 @@
 //! to the render limit; one unused for `WARM_FOR` is closed, so an idle service holds none and
 //! its browser can still be recycled.
 
+use crate::ids::TenantName;
 use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ const MAKING_LIMIT: Duration = Duration::from_secs(30);
 /// The warm sessions of each tenant, and how many are being made.
 #[derive(Default)]
 pub(super) struct WarmSessions {
-    by_tenant: Mutex<HashMap<String, Tenantwise>>,
+    by_tenant: Mutex<HashMap<TenantName, Tenantwise>>,
     /// Numbers warm sessions, so an expiry finds its own.
     serial: AtomicU64,
 }
@@ -42,12 +43,12 @@ struct Warm {
 }
 
 impl WarmSessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tenantwise>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantName, Tenantwise>> {
         self.by_tenant.locked()
     }
 
     /// A warm session of `tenant`, if one is ready (the newest: the oldest expire first).
-    pub(super) fn take(&self, tenant: &str) -> Option<SessionGuard> {
+    pub(super) fn take(&self, tenant: &TenantName) -> Option<SessionGuard> {
         let mut by_tenant = self.lock();
         by_tenant
             .get_mut(tenant)?
@@ -78,7 +79,7 @@ impl BrowserService {
     pub(super) fn refill_warm(self: &Arc<Self>, tenant: &Arc<Tenant>, limit: usize) {
         {
             let mut by_tenant = self.warm().lock();
-            let pool = by_tenant.entry(tenant.name().to_string()).or_default();
+            let pool = by_tenant.entry(tenant.name().clone()).or_default();
             if pool.ready.len() + pool.making >= limit {
                 return;
             }
@@ -90,7 +91,7 @@ impl BrowserService {
             let serial = service.warm().serial.fetch_add(1, Ordering::Relaxed);
             {
                 let mut by_tenant = service.warm().lock();
-                let pool = by_tenant.entry(tenant.name().to_string()).or_default();
+                let pool = by_tenant.entry(tenant.name().clone()).or_default();
                 pool.making = pool.making.saturating_sub(1);
                 match made {
                     Some(guard) => pool.ready.push(Warm { serial, guard }),
@@ -122,7 +123,7 @@ impl BrowserService {
     }
 
     /// Closes warm session `serial` of `tenant` if it is still unused.
-    fn expire_warm(&self, tenant: &str, serial: u64) {
+    fn expire_warm(&self, tenant: &TenantName, serial: u64) {
         let expired = {
             let mut by_tenant = self.warm().lock();
             let Some(pool) = by_tenant.get_mut(tenant) else {

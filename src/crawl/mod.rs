@@ -334,7 +334,7 @@ impl Crawler {
                 self.lease.owner,
                 self.next_id.fetch_add(1, Ordering::Relaxed)
             ),
-            tenant: tenant.name().to_string(),
+            tenant: tenant.name().clone(),
             created_ms: now as i64,
             status: TaskStatus::Pending,
             total: items.len(),
@@ -639,7 +639,7 @@ impl Crawler {
             .task(id)
             .await
             .map_err(database_error)?
-            .filter(|task| task.tenant == tenant.name())
+            .filter(|task| &task.tenant == tenant.name())
             .ok_or_else(|| no_such_task(id))?;
         self.summarize(task).await
     }

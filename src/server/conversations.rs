@@ -76,7 +76,7 @@ async fn create(
 /// A new conversation's settings, checked as a chat request would be.
 fn checked(new: NewConversation) -> Result<NewConversation, ToolError> {
     if let Some(session) = &new.session {
-        crate::tools::check_caller_session(session)?;
+        crate::ids::SessionName::parse_callers(session)?;
     }
     if new.title.as_ref().is_some_and(|t| t.chars().count() > 200) {
         return Err(ToolError::invalid(

@@ -28,7 +28,7 @@ use crate::browser::live::{
 };
 use crate::capability::{Grant, Refusal};
 use crate::error::ToolResult;
-use crate::tenant::Tenant;
+use crate::ids::SessionId;
 
 const PAGE: &str = include_str!("live.html");
 /// How long "Take control" waits for the agent's current call to end.
@@ -53,8 +53,8 @@ type Refused = (StatusCode, &'static str);
 
 /// Where the session a link opens is.
 enum Admitted {
-    /// Here: the link's tenant and the session's live hub.
-    Here(Arc<Tenant>, Arc<LiveHub>),
+    /// Here: the link's session and its live hub.
+    Here(SessionId, Arc<LiveHub>),
     /// In another instance, reached at this URL.
     Elsewhere(String),
 }
@@ -71,15 +71,15 @@ async fn admit(app: &App, session: &str, link: &Link) -> Result<Admitted, Refuse
         .live_links
         .check(cap, session)
         .map_err(|refusal: Refusal| (StatusCode::FORBIDDEN, refusal.explain()))?;
-    let tenant = app
-        .tenants
-        .named(&grant.tenant)
+    // A link of a tenant whose key is gone opens nothing.
+    app.tenants
+        .named(&grant.session.tenant)
         .ok_or((StatusCode::FORBIDDEN, Refusal::Forged.explain()))?;
-    if let Some(hub) = app.browser.live(&tenant, session) {
-        return Ok(Admitted::Here(tenant, hub));
+    if let Some(hub) = app.browser.live(&grant.session) {
+        return Ok(Admitted::Here(grant.session, hub));
     }
     if let Some(cluster) = &app.cluster
-        && let Ok(Some(holder)) = cluster.elsewhere(tenant.name(), session).await
+        && let Ok(Some(holder)) = cluster.elsewhere(&grant.session).await
     {
         return Ok(Admitted::Elsewhere(holder));
     }
@@ -155,8 +155,8 @@ async fn socket(
         Ok(upgrade) => upgrade,
         Err(rejection) => return rejection.into_response(),
     };
-    let (tenant, hub) = match admitted {
-        Admitted::Here(tenant, hub) => (tenant, hub),
+    let (session, hub) = match admitted {
+        Admitted::Here(session, hub) => (session, hub),
         Admitted::Elsewhere(holder) => {
             let cap = link.cap.unwrap_or_default();
             return upgrade
@@ -166,7 +166,6 @@ async fn socket(
     upgrade.on_upgrade(move |socket| {
         let viewer = Viewer {
             app,
-            tenant,
             session,
             hub,
             shown: None,
@@ -231,8 +230,7 @@ enum FromViewer {
 /// One connected viewer.
 struct Viewer {
     app: App,
-    tenant: Arc<Tenant>,
-    session: String,
+    session: SessionId,
     hub: Arc<LiveHub>,
     /// The tab the person chose to see; None follows the session's active tab.
     shown: Option<String>,
@@ -307,7 +305,7 @@ impl Viewer {
                 _ = refresh.tick() => {
                     let still_live = app
                         .browser
-                        .live(&self.tenant, &self.session)
+                        .live(&self.session)
                         .is_some_and(|hub| Arc::ptr_eq(&hub, &self.hub));
                     if !still_live {
                         let _ = sink.send(notice("The session has closed.")).await;
@@ -319,7 +317,7 @@ impl Viewer {
                     }
                 }
                 _ = renew.tick() => {
-                    let (cap, grant) = app.live_links.mint(self.tenant.name(), &self.session);
+                    let (cap, grant) = app.live_links.mint(&self.session);
                     outgoing.push(Message::Text(text(json!({
                         "type": "link", "cap": cap,
                         "expires_at": crate::capability::rfc3339(grant.expires_at),
@@ -351,16 +349,10 @@ impl Viewer {
         match message {
             FromViewer::Take => {
                 if self.control.is_none() && self.taking.is_none() {
-                    let (browser, tenant, session) = (
-                        self.app.browser.clone(),
-                        self.tenant.clone(),
-                        self.session.clone(),
-                    );
+                    let (browser, session) = (self.app.browser.clone(), self.session.clone());
                     let deadline = Instant::now() + TAKE_WAIT;
-                    self.taking = Some(
-                        async move { browser.take_control(&tenant, &session, deadline).await }
-                            .boxed(),
-                    );
+                    self.taking =
+                        Some(async move { browser.take_control(&session, deadline).await }.boxed());
                 }
             }
             FromViewer::GiveBack => {
@@ -442,7 +434,7 @@ impl Viewer {
         };
         let state = json!({
             "type": "state",
-            "session": self.session,
+            "session": self.session.name,
             "tabs": infos,
             "shown": self.watching.as_ref().map(|(tab, _)| &tab.id),
             "control": control,

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
+use crate::ids::SessionName;
 use crate::tenant::Tenant;
 use crate::tools::{Caller, HandoffProgress};
 
@@ -30,7 +31,7 @@ use crate::tools::{Caller, HandoffProgress};
 pub struct McpFront {
     app: App,
     /// The browser session calls use when they do not name one.
-    session: Arc<str>,
+    session: SessionName,
 }
 
 impl McpFront {
@@ -38,7 +39,7 @@ impl McpFront {
         Self {
             app,
             // Unguessable: no other caller can name it.
-            session: crate::browser::unguessable_name("mcp-").into(),
+            session: SessionName::new_mcp(),
         }
     }
 
@@ -70,7 +71,7 @@ impl McpFront {
         };
         let origin = parts.and_then(|parts| super::origin_of(&parts.headers));
         let mut caller = Caller::new(tenant)
-            .in_session(Some(self.session.to_string()))
+            .in_session(Some(self.session.clone()))
             .at(origin);
         if let Some(token) = context.meta.get_progress_token() {
             caller = caller.reporting(progress_notifier(context.peer.clone(), token));

@@ -259,12 +259,10 @@ async fn call_tool(
     };
     let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
         Some(Ok("")) | None => None,
-        Some(Ok(session)) => {
-            if let Err(error) = crate::tools::check_caller_session(session) {
-                return error_response(&error);
-            }
-            Some(session.to_string())
-        }
+        Some(Ok(session)) => match crate::ids::SessionName::parse_callers(session) {
+            Ok(session) => Some(session),
+            Err(error) => return error_response(&error),
+        },
         // Not a silent fall-back to the shared default session.
         Some(Err(_)) => {
             let error = ToolError::invalid(format!(

@@ -17,8 +17,9 @@ use super::rest::{SESSION_HEADER, error_response};
 use crate::app::App;
 use crate::cluster::{Cluster, Holder};
 use crate::error::{ErrorCode, ToolError};
+use crate::ids::{SessionId, SessionName};
 use crate::tenant::Tenant;
-use crate::tools::{DEFAULT_SESSION, Scope};
+use crate::tools::Scope;
 
 /// Marks a call another instance sent on (its value: the instances' shared mark): it runs here,
 /// whatever the records say (no loops). Any other value is dropped and the call routed.
@@ -81,18 +82,19 @@ fn target(app: &App, method: &Method, path: &str) -> Target {
     Target::Local
 }
 
-/// The session a call names: `session` in its body, the session header, or the default one.
-fn session_of(headers: &HeaderMap, body: &[u8]) -> String {
+/// The session a call runs in, decided as the call wrapper decides it (`SessionName::choose`):
+/// `session` in its body, else the session header, else the default. None for a name that is
+/// not one (the handler refuses the call and says why).
+fn session_of(headers: &HeaderMap, body: &[u8]) -> Option<SessionName> {
     let named = serde_json::from_slice::<Value>(body)
         .ok()
-        .and_then(|args| args.get("session")?.as_str().map(str::to_string))
-        .filter(|s| !s.is_empty());
-    named
-        .or_else(|| {
-            let header = headers.get(SESSION_HEADER)?.to_str().ok()?;
-            (!header.is_empty()).then(|| header.to_string())
-        })
-        .unwrap_or_else(|| DEFAULT_SESSION.to_string())
+        .and_then(|args| args.get("session")?.as_str().map(str::to_string));
+    let header = match headers.get(SESSION_HEADER) {
+        Some(value) => Some(value.to_str().ok()?),
+        None => None,
+    };
+    let front = SessionName::parse_optional(header).ok()?;
+    SessionName::choose(named.as_deref(), front.as_ref()).ok()
 }
 
 /// The middleware (after authentication, which puts the caller's tenant in the request).
@@ -130,15 +132,21 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
             return error_response(&error);
         }
     };
-    let session = named.unwrap_or_else(|| session_of(&parts.headers, &body));
-    match holder(&app, &cluster, &tenant, &session).await {
+    let session = match named {
+        Some(name) => SessionName::parse(&name).ok(),
+        None => session_of(&parts.headers, &body),
+    };
+    // A name that is not one runs here, where the call is refused with the reason.
+    let Some(session) = session else {
+        return next.run(Request::from_parts(parts, Body::from(body))).await;
+    };
+    let session = SessionId::new(tenant.name().clone(), session);
+    match holder(&app, &cluster, &session).await {
         Ok(Holder::Here) => {
             let closing = parts.method == Method::DELETE;
             let response = next.run(Request::from_parts(parts, Body::from(body))).await;
             if closing && response.status().is_success() {
-                let _ = cluster
-                    .forget_on(tenant.name(), &session, cluster.instance())
-                    .await;
+                let _ = cluster.forget_on(&session, cluster.instance()).await;
             }
             response
         }
@@ -149,7 +157,7 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
                     tracing::warn!(%instance, %url, %error, "cannot reach the instance holding a session");
                     // Nothing listens there: the instance is gone before its heartbeat says so.
                     if error.is_connect() {
-                        let _ = cluster.forget_on(tenant.name(), &session, &instance).await;
+                        let _ = cluster.forget_on(&session, &instance).await;
                     }
                     error_response(&unavailable(&session, &instance))
                 }
@@ -168,33 +176,29 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
 /// call naming one no instance holds runs here (to be refused), and claims nothing, so that no
 /// record lists a session nobody made; a record of one that is no longer live here (reaped) is
 /// dropped.
-async fn holder(
-    app: &App,
-    cluster: &Cluster,
-    tenant: &Tenant,
-    session: &str,
-) -> anyhow::Result<Holder> {
-    if !crate::browser::is_private(session) {
-        return cluster.holder(tenant.name(), session).await;
+async fn holder(app: &App, cluster: &Cluster, session: &SessionId) -> anyhow::Result<Holder> {
+    if !session.name.is_private() {
+        return cluster.holder(session).await;
     }
-    let holder = cluster.holder_if_held(tenant.name(), session).await?;
-    if matches!(holder, Some(Holder::Here)) && app.browser.live(tenant, session).is_none() {
-        cluster
-            .forget_on(tenant.name(), session, cluster.instance())
-            .await?;
+    let holder = cluster.holder_if_held(session).await?;
+    if matches!(holder, Some(Holder::Here)) && app.browser.live(session).is_none() {
+        cluster.forget_on(session, cluster.instance()).await?;
     }
     Ok(holder.unwrap_or(Holder::Here))
 }
 
-fn unavailable(session: &str, instance: &str) -> ToolError {
-    let again = if crate::browser::is_private(session) {
+fn unavailable(session: &SessionId, instance: &str) -> ToolError {
+    let again = if session.name.is_private() {
         "start a new session with POST /api/sessions"
     } else {
         "call again to start a new session of that name"
     };
     ToolError::new(
         ErrorCode::BrowserUnavailable,
-        format!("session {session:?} lived on instance {instance}, which stopped answering"),
+        format!(
+            "session {:?} lived on instance {instance}, which stopped answering",
+            session.name.as_str()
+        ),
     )
     .with_hint(format!(
         "its pages and cookies are gone: {again} (load a saved profile with browser_cookies to \

@@ -20,6 +20,7 @@ use super::rest::{error_response, json_or_error, parse_body_as};
 use crate::app::App;
 use crate::browser::{Identity, SessionExtras, SessionSummary};
 use crate::error::{ErrorBody, ErrorCode, ToolError};
+use crate::ids::{SessionId, SessionName};
 
 /// Shortest and longest idle limit a private session may ask for, in seconds.
 const IDLE_SECS: (u64, u64) = (10, 86_400);
@@ -94,7 +95,9 @@ async fn create(
         };
         let session = app.browser.create_private(&tenant, extras).await?;
         if let Some(cluster) = &app.cluster
-            && let Err(error) = cluster.hold(tenant.name(), &session).await
+            && let Err(error) = cluster
+                .hold(&SessionId::new(tenant.name().clone(), session.clone()))
+                .await
         {
             // Still usable through this instance.
             tracing::warn!(%error, "cannot record a new session in the cluster");
@@ -132,7 +135,7 @@ fn checked_label(label: String) -> Result<String, ToolError> {
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions",
     responses((status = 200, description = "`{\"sessions\": [...]}`, and with several instances `\"elsewhere\": [{\"session\", \"instance\"}]`", body = Object)))]
 async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
-    let sessions: Vec<SessionSummary> = app.browser.sessions(&tenant);
+    let sessions: Vec<SessionSummary> = app.browser.sessions(tenant.name());
     let mut listed = json!({ "sessions": sessions });
     if let Some(cluster) = &app.cluster {
         match cluster.held_elsewhere(tenant.name()).await {
@@ -162,7 +165,14 @@ async fn close(
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Response {
-    if app.browser.close_session(&tenant, &id).await {
+    let closed = match SessionName::parse(&id) {
+        Ok(name) => {
+            let session = SessionId::new(tenant.name().clone(), name);
+            app.browser.close_session(&session).await
+        }
+        Err(_) => false,
+    };
+    if closed {
         StatusCode::NO_CONTENT.into_response()
     } else {
         error_response(&ToolError::new(

@@ -19,12 +19,11 @@ use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
 use crate::browser::live::LiveHub;
 use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab, Turn};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::{MAX_SESSION_NAME, SessionId, SessionName};
 use crate::metrics::Metrics;
 use crate::policy::UrlPolicy;
 use crate::tenant::Tenant;
 
-/// Name of the session used when neither the call nor its front names one.
-pub const DEFAULT_SESSION: &str = "default";
 /// Bounds of every `timeout_ms` (but a wait for a person's).
 const MIN_TIMEOUT_MS: u64 = 100;
 const MAX_TIMEOUT_MS: u64 = 120_000;
@@ -32,46 +31,10 @@ const MAX_TIMEOUT_MS: u64 = 120_000;
 /// `MAX_PERSON_WAIT_MS`.
 pub const PERSON_WAIT_MS: u64 = 600_000;
 const MAX_PERSON_WAIT_MS: u64 = 3_600_000;
-/// Longest session name; names become folder names (downloads) and log fields.
-const MAX_SESSION_NAME: usize = 64;
-
-/// Checks a session name: 1–64 letters, digits or `- _ . : @`.
-/// Session name prefixes only the service gives out: its internal sessions (`_`) and MCP
-/// connections' own (`mcp-`).
-const RESERVED_PREFIXES: [&str; 2] = ["_", "mcp-"];
-
-/// A session name a caller chose: valid, and not one the service reserves for itself.
-pub fn check_caller_session(name: &str) -> ToolResult<()> {
-    check_session_name(name)?;
-    match RESERVED_PREFIXES.iter().find(|p| name.starts_with(*p)) {
-        Some(prefix) => Err(ToolError::invalid(format!(
-            "field `session`: names starting with {prefix:?} belong to the service"
-        ))
-        .with_hint("use a name of your own, or a private session from POST /api/sessions")),
-        None => Ok(()),
-    }
-}
-
-pub fn check_session_name(name: &str) -> ToolResult<()> {
-    let valid = !name.is_empty()
-        && name.len() <= MAX_SESSION_NAME
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c));
-    if valid {
-        Ok(())
-    } else {
-        Err(ToolError::invalid(format!(
-            "field `session`: {name:?} is not a session name (1-{MAX_SESSION_NAME} letters, digits or - _ . : @)"
-        ))
-        .with_hint("name the session with letters, digits and dashes, or omit it for the default"))
-    }
-}
-
 // The types of the shared fields, for their bounds in the schema. (Plain comments: a doc
 // comment would repeat itself in every tool's schema.)
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SessionName(
+pub struct SessionField(
     #[schemars(length(min = 1, max = MAX_SESSION_NAME), regex(pattern = r"^[A-Za-z0-9._:@-]+$"))]
     pub String,
 );
@@ -138,7 +101,7 @@ pub struct Call<'a> {
     /// Where the caller reached the service, and where it hears of hand-offs.
     origin: Option<String>,
     progress: Option<tokio::sync::mpsc::UnboundedSender<super::HandoffProgress>>,
-    session_name: String,
+    session_name: SessionName,
     requested_tab: Option<String>,
     /// When the call must be done (`timeout_ms` after it started, or the tool's default).
     ends: Instant,
@@ -176,20 +139,20 @@ impl<'a> Call<'a> {
     }
 
     /// The session the call runs in.
-    pub fn session_name(&self) -> &str {
+    pub fn session_name(&self) -> &SessionName {
         &self.session_name
     }
 
     /// A link that opens the live view of the call's session, without the API token.
     pub fn live_link(&self) -> ToolResult<LiveLink> {
-        let (token, grant) = self
-            .ctx
-            .live_links
-            .mint(self.tenant.name(), &self.session_name);
+        let (token, grant) = self.ctx.live_links.mint(&SessionId::new(
+            self.tenant.name().clone(),
+            self.session_name.clone(),
+        ));
         let url = self
             .ctx
             .public_url
-            .live_url(self.origin.as_deref(), &self.session_name, &token)
+            .live_url(self.origin.as_deref(), self.session_name.as_str(), &token)
             .ok_or_else(|| {
                 ToolError::new(
                     ErrorCode::NotConfigured,
@@ -300,7 +263,7 @@ impl<'a> Call<'a> {
     /// URL and title, when the session was opened and the tab is still there.
     async fn place(&mut self) -> Place {
         let mut place = Place {
-            session: self.session_name.clone(),
+            session: self.session_name.to_string(),
             tab: None,
             url: None,
             title: None,
@@ -456,17 +419,9 @@ async fn respond<T: Tool>(
     span: tracing::Span,
 ) -> ToolResult<ToolOutput> {
     let args = parse_args::<T::Args>(T::NAME, args)?;
-    let session_name = args
-        .session()
-        .or(caller.session.as_deref().filter(|s| !s.is_empty()))
-        .unwrap_or(DEFAULT_SESSION)
-        .to_string();
+    // The front's own session (an MCP connection's) may be a reserved name; the caller's not.
+    let session_name = SessionName::choose(args.session(), caller.session.as_ref())?;
     if T::SCOPE == Scope::Browser {
-        // The front's own session (an MCP connection's) may be a reserved name; the caller's not.
-        if let Some(named) = args.session() {
-            check_caller_session(named)?;
-        }
-        check_session_name(&session_name)?;
         span.record("session", session_name.as_str());
     }
     let (default_ms, max_ms) = if args.waits_for_person() {
@@ -584,20 +539,5 @@ mod tests {
                 "{error:?}"
             );
         }
-    }
-
-    #[test]
-    fn session_names_are_checked() {
-        for good in ["default", "mcp-1", "user@site.example", "a:b_c"] {
-            assert!(check_session_name(good).is_ok(), "{good}");
-        }
-        for bad in ["", "a b", "../x", &"x".repeat(65), "naïve"] {
-            assert!(check_session_name(bad).is_err(), "{bad}");
-        }
-        // The service's own names are valid, but not the caller's to choose.
-        for reserved in ["mcp-1", "_open_web_page-3"] {
-            assert!(check_caller_session(reserved).is_err(), "{reserved}");
-        }
-        assert!(check_caller_session("s-abc").is_ok());
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::navigate::checked_url;
-use super::{Call, Scope, SessionName, Tool};
+use super::{Call, Scope, SessionField, Tool};
 use crate::browser::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
@@ -47,7 +47,7 @@ pub struct CookiesArgs {
     /// list: unmask values.
     pub show_values: Option<bool>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 shared_fields!(CookiesArgs { session });
@@ -180,7 +180,7 @@ impl Tool for Cookies {
         };
         let store = match &call.ctx.database {
             Some(database) => {
-                ProfileStore::in_database(database.clone(), call.tenant().name(), key)
+                ProfileStore::in_database(database.clone(), call.tenant().name().stored(), key)
             }
             None => ProfileStore::new(&call.tenant().data_dir(&call.ctx.config.data_dir), key),
         };

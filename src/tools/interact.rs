@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Call, PersonTimeoutMs, Scope, SessionName, Tool, handoff};
+use super::{Call, PersonTimeoutMs, Scope, SessionField, Tool, handoff};
 use crate::browser::live::HandedBack;
 use crate::browser::{
     Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, Tab, ValueMismatch,
@@ -82,7 +82,7 @@ pub struct InteractArgs {
     /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 // A file sent with the call; its name's extension gives the type the page sees. (A plain

@@ -39,14 +39,13 @@ use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::files::FileRoots;
+use crate::ids::SessionName;
 use crate::metrics::Metrics;
 use crate::pages::Pages;
 use crate::tenant::{Tenant, Tenants};
 use crate::web::WebService;
 
-pub use call::{
-    Call, DEFAULT_SESSION, LiveLink, PersonTimeoutMs, SessionName, TimeoutMs, check_caller_session,
-};
+pub use call::{Call, LiveLink, PersonTimeoutMs, SessionField, TimeoutMs};
 pub use schema::standard_formats;
 
 /// Who makes a call: the tenant its key opened, and the front's default session (REST header,
@@ -54,7 +53,7 @@ pub use schema::standard_formats;
 #[derive(Clone)]
 pub struct Caller {
     pub tenant: Arc<Tenant>,
-    pub session: Option<String>,
+    pub session: Option<SessionName>,
     /// Where the caller reached the service (`http://host:port`), for links handed back.
     pub origin: Option<String>,
     /// Where a long call reports while it waits (a hand-off), for fronts that can show it.
@@ -82,7 +81,7 @@ impl Caller {
     }
 
     /// This caller with `session` as its default session.
-    pub fn in_session(mut self, session: Option<String>) -> Self {
+    pub fn in_session(mut self, session: Option<SessionName>) -> Self {
         self.session = session;
         self
     }

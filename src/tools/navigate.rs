@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Scope, SessionName, TimeoutMs, Tool};
+use super::{Call, Scope, SessionField, TimeoutMs, Tool};
 use crate::browser::{Arrival, Destination};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -35,7 +35,7 @@ pub struct NavigateArgs {
     /// Element list budget (default 600, 0: none).
     pub max_tokens: Option<usize>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 shared_fields!(NavigateArgs {

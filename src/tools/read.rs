@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Scope, SessionName, Tool};
+use super::{Call, Scope, SessionField, Tool};
 use crate::browser::{FailedNavigation, FindHit, Form, Scope as Part, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
@@ -42,7 +42,7 @@ pub struct ReadArgs {
     /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 shared_fields!(ReadArgs { session, tab });

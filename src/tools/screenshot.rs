@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Scope, SessionName, Tool};
+use super::{Call, Scope, SessionField, Tool};
 use crate::browser::{ImageKind, LegendEntry, Paper, Printing, Shot};
 use crate::error::{ToolError, ToolResult};
 
@@ -48,7 +48,7 @@ pub struct ScreenshotArgs {
     /// Default: active.
     pub tab: Option<String>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 shared_fields!(ScreenshotArgs { session, tab });

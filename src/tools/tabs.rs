@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::navigate::checked_url;
-use super::{Call, LiveLink, Scope, SessionName, Tool};
+use super::{Call, LiveLink, Scope, SessionField, Tool};
 use crate::browser::{Arrival, Destination, Identity, TabInfo};
 use crate::error::{ToolError, ToolResult};
 
@@ -29,7 +29,7 @@ pub struct TabsArgs {
     #[schemars(extend("x-compact" = true))]
     pub session_options: Option<Identity>,
     /// Default "default".
-    pub session: Option<SessionName>,
+    pub session: Option<SessionField>,
 }
 
 shared_fields!(TabsArgs { session });
@@ -84,7 +84,7 @@ impl Tool for Tabs {
                 ));
             }
             let (browser, tenant) = (call.ctx.browser.clone(), call.tenant().clone());
-            let name = call.session_name().to_string();
+            let name = call.session_name().clone();
             browser
                 .create_with_identity(&tenant, &name, identity)
                 .await?;

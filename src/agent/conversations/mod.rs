@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::TenantName;
 use crate::postgres::Database;
 use crate::tools::Image;
 
@@ -193,8 +194,12 @@ impl Conversations {
         Ok(Self { store })
     }
 
-    pub async fn create(&self, tenant: &str, new: NewConversation) -> ToolResult<Conversation> {
-        let id = crate::browser::unguessable_name("c-");
+    pub async fn create(
+        &self,
+        tenant: &TenantName,
+        new: NewConversation,
+    ) -> ToolResult<Conversation> {
+        let id = crate::ids::unguessable("c-");
         let now = now_ms();
         let conversation = Conversation {
             session: new
@@ -208,7 +213,7 @@ impl Conversations {
             updated_ms: now,
         };
         self.store
-            .create(tenant, &conversation)
+            .create(tenant.stored(), &conversation)
             .await
             .map_err(db_error)?;
         Ok(conversation)
@@ -218,7 +223,7 @@ impl Conversations {
     /// page). Returns the next page's cursor when there is more.
     pub async fn list(
         &self,
-        tenant: &str,
+        tenant: &TenantName,
         limit: usize,
         cursor: Option<&str>,
     ) -> ToolResult<(Vec<Conversation>, Option<String>)> {
@@ -228,7 +233,7 @@ impl Conversations {
         };
         let mut page = self
             .store
-            .list(tenant, before, limit + 1)
+            .list(tenant.stored(), before, limit + 1)
             .await
             .map_err(db_error)?;
         let next = (page.len() > limit).then(|| {
@@ -239,9 +244,9 @@ impl Conversations {
     }
 
     /// One of `tenant`'s conversations.
-    pub async fn get(&self, tenant: &str, id: &str) -> ToolResult<Conversation> {
+    pub async fn get(&self, tenant: &TenantName, id: &str) -> ToolResult<Conversation> {
         self.store
-            .get(tenant, id)
+            .get(tenant.stored(), id)
             .await
             .map_err(db_error)?
             .ok_or_else(|| no_such_conversation(id))
@@ -273,14 +278,17 @@ impl Conversations {
     }
 
     /// Deletes one of `tenant`'s conversations with its files; false if there was none.
-    pub async fn delete(&self, tenant: &str, id: &str) -> ToolResult<bool> {
-        self.store.delete(tenant, id).await.map_err(db_error)
+    pub async fn delete(&self, tenant: &TenantName, id: &str) -> ToolResult<bool> {
+        self.store
+            .delete(tenant.stored(), id)
+            .await
+            .map_err(db_error)
     }
 
     /// An image file of `tenant`'s conversation `id`: its bytes and type.
     pub async fn file(
         &self,
-        tenant: &str,
+        tenant: &TenantName,
         id: &str,
         name: &str,
     ) -> ToolResult<(Vec<u8>, &'static str)> {

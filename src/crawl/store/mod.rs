@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use super::{TaskOptions, TaskStatus};
 use crate::error::ToolError;
+use crate::ids::TenantName;
 use crate::pages::Page;
 
 pub use postgres::{CHANNEL, PostgresStore};
@@ -23,8 +24,8 @@ pub type StoreResult<T> = anyhow::Result<T>;
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: String,
-    /// Whose task it is (empty: the operator's).
-    pub tenant: String,
+    /// Whose task it is (stored as its name, the operator's as the empty one).
+    pub tenant: TenantName,
     pub created_ms: i64,
     pub status: TaskStatus,
     pub options: TaskOptions,
@@ -83,7 +84,7 @@ pub trait CrawlStore: Send + Sync {
     /// `tenant`'s tasks, newest first, optionally with one status.
     async fn tasks(
         &self,
-        tenant: &str,
+        tenant: &TenantName,
         status: Option<TaskStatus>,
         limit: usize,
     ) -> StoreResult<Vec<TaskRow>>;
@@ -180,7 +181,7 @@ fn stored_task(
     });
     TaskRow {
         id,
-        tenant,
+        tenant: TenantName::from_stored(&tenant),
         created_ms,
         status,
         options,

@@ -124,7 +124,7 @@ impl CrawlStore for PostgresStore {
                  VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
                     &task.id,
-                    &task.tenant,
+                    &task.tenant.stored(),
                     &task.created_ms,
                     &task.status.as_str(),
                     &options,
@@ -203,7 +203,7 @@ impl CrawlStore for PostgresStore {
 
     async fn tasks(
         &self,
-        tenant: &str,
+        tenant: &crate::ids::TenantName,
         status: Option<TaskStatus>,
         limit: usize,
     ) -> StoreResult<Vec<TaskRow>> {
@@ -217,7 +217,7 @@ impl CrawlStore for PostgresStore {
             .database
             .client()
             .await?
-            .query(&sql, &[&tenant, &status, &(limit as i64)])
+            .query(&sql, &[&tenant.stored(), &status, &(limit as i64)])
             .await?;
         Ok(rows.iter().map(task_row).collect())
     }

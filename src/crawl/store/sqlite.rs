@@ -128,7 +128,7 @@ impl CrawlStore for SqliteStore {
                 task.status.as_str(),
                 options,
                 urls.len() as i64,
-                task.tenant
+                task.tenant.stored()
             ],
         )?;
         {
@@ -163,7 +163,7 @@ impl CrawlStore for SqliteStore {
 
     async fn tasks(
         &self,
-        tenant: &str,
+        tenant: &crate::ids::TenantName,
         status: Option<TaskStatus>,
         limit: usize,
     ) -> StoreResult<Vec<TaskRow>> {
@@ -174,7 +174,7 @@ impl CrawlStore for SqliteStore {
              WHERE tenant = ?3 AND (?1 IS NULL OR status = ?1)
              ORDER BY created_ms DESC, id LIMIT ?2",
         )?;
-        let rows = query.query_map(params![status, limit as i64, tenant], task_row)?;
+        let rows = query.query_map(params![status, limit as i64, tenant.stored()], task_row)?;
         Ok(rows.collect::<DbResult<_>>()?)
     }
 
