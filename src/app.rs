@@ -79,7 +79,7 @@ impl App {
             .iter()
             .map(|tenant| {
                 let dir = tenant.data_dir(&config.data_dir);
-                crate::browser::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
+                crate::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
             })
             .sum();
         if removed > 0 {
@@ -101,7 +101,7 @@ impl App {
         }
         let pages = Arc::new(Pages::new(config.clone(), browser.clone(), web.clone()));
         if let Some(database) = &database {
-            crate::browser::profiles::migrate(database).await?;
+            crate::profiles::migrate(database).await?;
         }
         let instance = instance_id();
         let cluster = match (&database, &config.instance_url) {

@@ -7,6 +7,7 @@
 //! - [`error`]: `ToolError { code, message, hint }`, the error every tool and front returns.
 //! - [`ids`]: the nouns' names — `TenantName`, `SessionName`, `SessionId` — and unguessable names.
 //! - [`policy`]: which URLs webpilot may reach (fetches and browser documents alike).
+//! - [`profiles`]: saved logins — the model, where they are kept (files or PostgreSQL), their formats.
 //! - [`files`]: which server files tools may read (under the configured roots, capped).
 //! - [`tenant`]: who a caller is (keys, the operator), what is theirs, and their limits.
 //! - [`rate`]: token buckets for call rates.
@@ -50,6 +51,7 @@ pub mod metrics;
 pub mod pages;
 pub mod policy;
 pub mod postgres;
+pub mod profiles;
 pub mod rate;
 pub mod server;
 pub mod sync;

@@ -7,10 +7,10 @@ use base64::Engine;
 use common::postgres;
 use serde_json::json;
 use webpilot::agent::conversations::{Conversations, NewConversation, Record};
-use webpilot::browser::profiles::{self, OriginStorage, Profile, ProfileStore, SavedCookie};
 use webpilot::error::ErrorCode;
 use webpilot::ids::TenantName;
 use webpilot::postgres::Database;
+use webpilot::profiles::{self, OriginStorage, Profile, ProfileStore, SavedCookie};
 
 async fn database() -> Option<Database> {
     let url = postgres::database()?;

@@ -201,22 +201,7 @@ impl Tab {
             }
         };
         if identity.user_agent.is_some() || identity.locale.is_some() {
-            let user_agent = match &identity.user_agent {
-                Some(agent) => agent.clone(),
-                None => {
-                    self.cdp(
-                        "reading the user agent",
-                        self.page.execute(GetVersionParams {}),
-                    )
-                    .await?
-                    .result
-                    .user_agent
-                }
-            };
-            let mut params = SetUserAgentOverrideParams::new(user_agent);
-            params.accept_language = identity.locale.clone();
-            self.cdp("setting the user agent", self.page.execute(params))
-                .await?;
+            self.set_user_agent(identity).await?;
         }
         if let Some(locale) = &identity.locale {
             let params = SetLocaleOverrideParams {
@@ -270,6 +255,27 @@ impl Tab {
             self.cdp("setting the colour scheme", self.page.execute(params))
                 .await?;
         }
+        Ok(())
+    }
+
+    /// The identity's user agent (else the browser's own) with its locale's `Accept-Language`.
+    async fn set_user_agent(&self, identity: &Identity) -> ToolResult<()> {
+        let user_agent = match &identity.user_agent {
+            Some(agent) => agent.clone(),
+            None => {
+                self.cdp(
+                    "reading the user agent",
+                    self.page.execute(GetVersionParams {}),
+                )
+                .await?
+                .result
+                .user_agent
+            }
+        };
+        let mut params = SetUserAgentOverrideParams::new(user_agent);
+        params.accept_language = identity.locale.clone();
+        self.cdp("setting the user agent", self.page.execute(params))
+            .await?;
         Ok(())
     }
 }

@@ -23,7 +23,6 @@ mod memory;
 mod navigation;
 mod pool;
 mod print;
-pub mod profiles;
 mod session;
 mod settle;
 mod snapshot;

@@ -107,13 +107,7 @@ impl Tab {
         timeout: Duration,
     ) -> ToolResult<Arrival> {
         let started = Instant::now();
-        let commits_before = {
-            let mut events = lock(&self.events);
-            events.document_status = None;
-            events.document_mime = None;
-            events.blocked = None;
-            events.main_commits
-        };
+        let commits_before = lock(&self.events).forget_document();
         let url = match &destination {
             Destination::Url(url) => Some(url.clone()),
             _ => None,
@@ -168,19 +162,7 @@ impl Tab {
             )
         };
         if error_page {
-            // The error text arrives with the navigation's answer, just after the error page.
-            let error = match failure {
-                Some(rx) => tokio::time::timeout(ERROR_TEXT_WAIT, rx)
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten(),
-                None => None,
-            };
-            return Err(self.navigation_error(
-                url.as_deref(),
-                error.as_deref().unwrap_or("the page could not be loaded"),
-            ));
+            return Err(self.error_page_error(url.as_deref(), failure).await);
         }
         Ok(Arrival {
             status,
@@ -188,6 +170,27 @@ impl Tab {
             mime,
             dialogs: self.take_dialogs(),
         })
+    }
+
+    /// The error of a navigation that ended on Chromium's error page: its text arrives with the
+    /// navigation's answer, just after the error page.
+    async fn error_page_error(
+        &self,
+        url: Option<&str>,
+        failure: Option<oneshot::Receiver<Option<String>>>,
+    ) -> ToolError {
+        let error = match failure {
+            Some(rx) => tokio::time::timeout(ERROR_TEXT_WAIT, rx)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten(),
+            None => None,
+        };
+        self.navigation_error(
+            url,
+            error.as_deref().unwrap_or("the page could not be loaded"),
+        )
     }
 
     /// The error of a failed navigation to `url`. When Chromium only saw its proxy connection

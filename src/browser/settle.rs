@@ -193,22 +193,12 @@ impl Tab {
             let unchanged = goal
                 .baseline
                 .filter(|mark| mark.commits == self.main_commits());
-            let probe = if committed {
-                let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
-                let call = if unchanged.is_some() {
-                    &probe_since
-                } else {
-                    &probe_call
-                };
-                match self.evaluate_in(&Doc::Top, call, Some(limit)).await {
-                    Ok(value) => serde_json::from_value::<Probe>(value).ok(),
-                    // A dead browser ends the wait; other failures (a document being replaced,
-                    // a busy page) just mean "not ready yet".
-                    Err(error) if error.code == ErrorCode::BrowserUnavailable => return Err(error),
-                    Err(_) => None,
-                }
-            } else {
+            let probe = if !committed {
                 None
+            } else if unchanged.is_some() {
+                self.probe(&probe_since).await?
+            } else {
+                self.probe(&probe_call).await?
             };
             let now = Instant::now();
             let elapsed = now.duration_since(goal.started).as_millis() as u64;
@@ -256,27 +246,19 @@ impl Tab {
             if now >= deadline {
                 return Ok(verdict(ReadyBy::Timeout, missing));
             }
-            // Only time is missing (the quiet window, the watch after an action): probe again
-            // when it has passed rather than at the next poll.
-            let only_time = missing
-                .iter()
-                .all(|m| m == OBSERVING || m.starts_with(ACTIVE_AGO));
-            let pause = match &probe {
-                Some(probe) if only_time => {
-                    let quiet_in = goal
-                        .dom_quiet
-                        .saturating_sub(Duration::from_millis(probe.quiet_ms));
-                    let observed_in = goal.observe_at_least.saturating_sub(observed);
-                    quiet_in.max(observed_in).max(Duration::from_millis(1))
-                }
-                _ => Duration::from_millis(SETTLE_POLL_MS),
-            };
-            tokio::time::sleep(
-                pause
-                    .min(Duration::from_millis(SETTLE_POLL_MS))
-                    .min(deadline - now),
-            )
-            .await;
+            let pause = next_pause(goal, probe.as_ref(), &missing, observed);
+            tokio::time::sleep(pause.min(deadline - now)).await;
+        }
+    }
+
+    /// One readiness probe of the top document; none when it could not answer (a document being
+    /// replaced, a busy page: not ready yet). A dead browser ends the wait.
+    async fn probe(&self, call: &str) -> ToolResult<Option<Probe>> {
+        let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+        match self.evaluate_in(&Doc::Top, call, Some(limit)).await {
+            Ok(value) => Ok(serde_json::from_value::<Probe>(value).ok()),
+            Err(error) if error.code == ErrorCode::BrowserUnavailable => Err(error),
+            Err(_) => Ok(None),
         }
     }
 
@@ -490,5 +472,32 @@ impl Tab {
             }
             tokio::time::sleep(Duration::from_millis(SETTLE_POLL_MS).min(deadline - now)).await;
         }
+    }
+}
+
+/// How long to wait before the next probe: when only time is missing (the quiet window, the
+/// watch after an action), until it has passed rather than the next poll; at most a poll.
+fn next_pause(
+    goal: &SettleGoal<'_>,
+    probe: Option<&Probe>,
+    missing: &[String],
+    observed: Duration,
+) -> Duration {
+    let poll = Duration::from_millis(SETTLE_POLL_MS);
+    let only_time = missing
+        .iter()
+        .all(|m| m == OBSERVING || m.starts_with(ACTIVE_AGO));
+    match probe {
+        Some(probe) if only_time => {
+            let quiet_in = goal
+                .dom_quiet
+                .saturating_sub(Duration::from_millis(probe.quiet_ms));
+            let observed_in = goal.observe_at_least.saturating_sub(observed);
+            quiet_in
+                .max(observed_in)
+                .max(Duration::from_millis(1))
+                .min(poll)
+        }
+        _ => poll,
     }
 }

@@ -9,10 +9,10 @@ use chromiumoxide::cdp::browser_protocol::storage::{
 };
 use serde::Deserialize;
 
-use super::profiles::{OriginStorage, SavedCookie};
 use super::session::SessionGuard;
 use super::tab::Tab;
 use crate::error::{ToolError, ToolResult};
+use crate::profiles::{OriginStorage, SavedCookie};
 
 impl SessionGuard {
     /// Every cookie of the session, httpOnly and secure ones included.

@@ -21,6 +21,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
     EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExceptionDetails};
+use chromiumoxide::listeners::EventStream;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -87,6 +88,44 @@ pub(crate) struct Pending {
 }
 
 impl TabEvents {
+    /// Before a navigation: forgets the previous document's answer and refusal; returns the
+    /// main frame's commits so far.
+    pub(crate) fn forget_document(&mut self) -> u64 {
+        self.document_status = None;
+        self.document_mime = None;
+        self.blocked = None;
+        self.main_commits
+    }
+
+    /// A response arrived: the main document's status and type are kept.
+    fn response(&mut self, event: &EventResponseReceived, main_frame: &str) {
+        if event
+            .frame_id
+            .as_ref()
+            .is_some_and(|frame| frame.inner() == main_frame)
+            && event.r#type == ResourceType::Document
+            && event.request_id.inner() == event.loader_id.inner()
+        {
+            self.document_status = Some(event.response.status);
+            self.document_mime = Some(event.response.mime_type.clone());
+        }
+        self.response_received(event.request_id.inner(), &event.r#type);
+    }
+
+    /// A frame committed a document; the main frame's commit starts a new document.
+    fn frame_navigated(&mut self, event: &EventFrameNavigated) {
+        if event.frame.parent_id.is_some() {
+            return;
+        }
+        self.main_commits += 1;
+        self.unreachable_url = event.frame.unreachable_url.clone();
+        if self.unreachable_url.is_none() {
+            self.navigation_failure = None;
+        }
+        self.inflight
+            .retain(|_, pending| pending.url == event.frame.url);
+    }
+
     /// Notes a request of the target whose main frame is `main_frame`.
     pub(crate) fn request_sent(
         &mut self,
@@ -444,6 +483,54 @@ pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEv
     events.locked()
 }
 
+/// The page's event streams a tab's watcher follows.
+struct PageStreams {
+    crashes: EventStream<EventTargetCrashed>,
+    destroyed: EventStream<chromiumoxide::cdp::browser_protocol::target::EventTargetDestroyed>,
+    started: EventStream<EventRequestWillBeSent>,
+    finished: EventStream<EventLoadingFinished>,
+    failed: EventStream<EventLoadingFailed>,
+    responses: EventStream<EventResponseReceived>,
+    commits: EventStream<EventFrameNavigated>,
+    in_document: EventStream<EventNavigatedWithinDocument>,
+    loading_started: EventStream<EventFrameStartedLoading>,
+    loading_stopped: EventStream<EventFrameStoppedLoading>,
+    paused: EventStream<chromiumoxide::cdp::browser_protocol::fetch::EventRequestPaused>,
+    dialogs: EventStream<EventJavascriptDialogOpening>,
+}
+
+impl PageStreams {
+    async fn subscribe(page: &Page, browser: &BrowserHandle) -> ToolResult<Self> {
+        let subscribe = "subscribing to page events";
+        let crashes = browser
+            .cdp(subscribe, page.event_listener::<EventTargetCrashed>())
+            .await?;
+        // A target's end is reported to the browser's session, for every target: the watcher
+        // keeps its own.
+        let destroyed = browser
+            .cdp(subscribe, browser.browser.event_listener())
+            .await?;
+        // Chromium reports a renderer crash to a page's clients only with the domain enabled.
+        browser
+            .cdp(subscribe, page.execute(InspectorEnableParams::default()))
+            .await?;
+        Ok(Self {
+            crashes,
+            destroyed,
+            started: browser.cdp(subscribe, page.event_listener()).await?,
+            finished: browser.cdp(subscribe, page.event_listener()).await?,
+            failed: browser.cdp(subscribe, page.event_listener()).await?,
+            responses: browser.cdp(subscribe, page.event_listener()).await?,
+            commits: browser.cdp(subscribe, page.event_listener()).await?,
+            in_document: browser.cdp(subscribe, page.event_listener()).await?,
+            loading_started: browser.cdp(subscribe, page.event_listener()).await?,
+            loading_stopped: browser.cdp(subscribe, page.event_listener()).await?,
+            paused: super::guard::guard_documents(page, browser).await?,
+            dialogs: browser.cdp(subscribe, page.event_listener()).await?,
+        })
+    }
+}
+
 /// Subscribes to the page's events and keeps `TabEvents` current until the tab is dropped.
 async fn spawn_watcher(
     page: &Page,
@@ -452,122 +539,52 @@ async fn spawn_watcher(
     events: Arc<Mutex<TabEvents>>,
     ending: watch::Sender<Option<Ending>>,
 ) -> ToolResult<JoinHandle<()>> {
-    let subscribe = "subscribing to page events";
-    let mut crashes = browser
-        .cdp(subscribe, page.event_listener::<EventTargetCrashed>())
-        .await?;
-    // A target's end is reported to the browser's session, for every target: the watcher
-    // keeps its own.
-    let mut destroyed = browser
-        .cdp(
-            subscribe,
-            browser
-                .browser
-                .event_listener::<chromiumoxide::cdp::browser_protocol::target::EventTargetDestroyed>(),
-        )
-        .await?;
-    // Chromium reports a renderer crash to a page's clients only with the domain enabled.
-    browser
-        .cdp(subscribe, page.execute(InspectorEnableParams::default()))
-        .await?;
-    let mut started = browser
-        .cdp(subscribe, page.event_listener::<EventRequestWillBeSent>())
-        .await?;
-    let mut finished = browser
-        .cdp(subscribe, page.event_listener::<EventLoadingFinished>())
-        .await?;
-    let mut failed = browser
-        .cdp(subscribe, page.event_listener::<EventLoadingFailed>())
-        .await?;
-    let mut responses = browser
-        .cdp(subscribe, page.event_listener::<EventResponseReceived>())
-        .await?;
-    let mut commits = browser
-        .cdp(subscribe, page.event_listener::<EventFrameNavigated>())
-        .await?;
-    let mut in_document = browser
-        .cdp(
-            subscribe,
-            page.event_listener::<EventNavigatedWithinDocument>(),
-        )
-        .await?;
-    let mut loading_started = browser
-        .cdp(subscribe, page.event_listener::<EventFrameStartedLoading>())
-        .await?;
-    let mut loading_stopped = browser
-        .cdp(subscribe, page.event_listener::<EventFrameStoppedLoading>())
-        .await?;
-    let mut paused = super::guard::guard_documents(page, browser).await?;
+    let mut streams = PageStreams::subscribe(page, browser).await?;
     // Chromium names a page's main frame after its target.
     let main_frame = page.target_id().inner().clone();
-    let mut dialogs = browser
-        .cdp(
-            subscribe,
-            page.event_listener::<EventJavascriptDialogOpening>(),
-        )
-        .await?;
     let page = page.clone();
     let crash_count = browser.tab_crashes.clone();
     Ok(tokio::spawn(async move {
+        let s = &mut streams;
         loop {
             tokio::select! {
-                Some(event) = started.next() => {
+                Some(event) = s.started.next() => {
                     lock(&events).request_sent(event.request_id.inner().clone(), &event, &main_frame);
                 }
-                Some(event) = finished.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
-                Some(event) = failed.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
-                Some(event) = responses.next() => {
-                    let mut state = lock(&events);
-                    if event.frame_id.as_ref().is_some_and(|frame| *frame.inner() == main_frame)
-                        && event.r#type == ResourceType::Document
-                        && event.request_id.inner() == event.loader_id.inner()
-                    {
-                        state.document_status = Some(event.response.status);
-                        state.document_mime = Some(event.response.mime_type.clone());
-                    }
-                    state.response_received(event.request_id.inner(), &event.r#type);
-                }
-                Some(event) = commits.next() => {
-                    if event.frame.parent_id.is_none() {
-                        let mut state = lock(&events);
-                        state.main_commits += 1;
-                        state.unreachable_url = event.frame.unreachable_url.clone();
-                        if state.unreachable_url.is_none() {
-                            state.navigation_failure = None;
-                        }
-                        state.inflight.retain(|_, pending| pending.url == event.frame.url);
-                    }
-                }
-                Some(event) = in_document.next() => {
+                Some(event) = s.finished.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
+                Some(event) = s.failed.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
+                Some(event) = s.responses.next() => lock(&events).response(&event, &main_frame),
+                Some(event) = s.commits.next() => lock(&events).frame_navigated(&event),
+                Some(event) = s.in_document.next() => {
                     if *event.frame_id.inner() == main_frame {
                         lock(&events).main_commits += 1;
                     }
                 }
-                Some(event) = loading_started.next() => {
+                Some(event) = s.loading_started.next() => {
                     if *event.frame_id.inner() == main_frame {
                         lock(&events).main_loading = true;
                     }
                 }
-                Some(event) = loading_stopped.next() => {
+                Some(event) = s.loading_stopped.next() => {
                     if *event.frame_id.inner() == main_frame {
                         lock(&events).main_loading = false;
                     }
                 }
-                Some(event) = paused.next() => {
+                Some(event) = s.paused.next() => {
                     // Resolving a host name may take a while; other events must not wait.
                     let target = CdpTarget::Page(page.clone());
                     let answer = super::guard::answer(target, guard.clone(), events.clone(), Some(main_frame.clone()), event);
                     tokio::spawn(answer);
                 }
-                Some(event) = dialogs.next() => {
+                Some(event) = s.dialogs.next() => {
                     answer_dialog(&CdpTarget::Page(page.clone()), &event, &events).await;
                 }
-                Some(_) = crashes.next() => {
+                Some(_) = s.crashes.next() => {
                     tracing::warn!(target = %main_frame, "a tab's renderer crashed");
                     crash_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     ending.send_replace(Some(Ending::Crashed));
                 }
-                Some(event) = destroyed.next() => {
+                Some(event) = s.destroyed.next() => {
                     if *event.target_id.inner() != main_frame {
                         continue;
                     }

@@ -289,29 +289,9 @@ impl Upstream {
                 ));
             }
         }
-        let mut request = vec![5, 1, 0];
-        match host.parse::<std::net::IpAddr>() {
-            Ok(std::net::IpAddr::V4(ip)) => {
-                request.push(1);
-                request.extend_from_slice(&ip.octets());
-            }
-            Ok(std::net::IpAddr::V6(ip)) => {
-                request.push(4);
-                request.extend_from_slice(&ip.octets());
-            }
-            Err(_) => {
-                let name = host.as_bytes();
-                if name.len() > 255 {
-                    return Err(
-                        self.failed(io::ErrorKind::InvalidInput, "host name too long".into())
-                    );
-                }
-                request.push(3);
-                request.push(name.len() as u8);
-                request.extend_from_slice(name);
-            }
-        }
-        request.extend_from_slice(&port.to_be_bytes());
+        let Some(request) = socks_connect_request(host, port) else {
+            return Err(self.failed(io::ErrorKind::InvalidInput, "host name too long".into()));
+        };
         stream.write_all(&request).await.map_err(io)?;
         let mut reply = [0u8; 4];
         stream.read_exact(&mut reply).await.map_err(io)?;
@@ -335,6 +315,29 @@ impl Upstream {
             )),
         }
     }
+}
+
+/// A SOCKS5 CONNECT request for `host:port` (an address, or a name of at most 255 bytes).
+fn socks_connect_request(host: &str, port: u16) -> Option<Vec<u8>> {
+    let mut request = vec![5, 1, 0];
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            request.push(1);
+            request.extend_from_slice(&ip.octets());
+        }
+        Ok(std::net::IpAddr::V6(ip)) => {
+            request.push(4);
+            request.extend_from_slice(&ip.octets());
+        }
+        Err(_) => {
+            let name = host.as_bytes();
+            request.push(3);
+            request.push(u8::try_from(name.len()).ok()?);
+            request.extend_from_slice(name);
+        }
+    }
+    request.extend_from_slice(&port.to_be_bytes());
+    Some(request)
 }
 
 /// A proxy URL with its password replaced, for messages.

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::navigate::checked_url;
 use super::{Call, Scope, SessionField, Tool};
-use crate::browser::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
 use crate::files::FileRoots;
+use crate::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
 use crate::tenant::Tenant;
 
 const GUIDE: &str = "browser_cookies keeps logins: export saves the session's cookies and \

@@ -140,29 +140,7 @@ impl RemoteInput {
                 text,
                 location,
             } => {
-                let text = text.filter(|t| !t.is_empty());
-                let kind = match (action, &text) {
-                    (KeyKind::Down, Some(_)) => DispatchKeyEventType::KeyDown,
-                    (KeyKind::Down, None) => DispatchKeyEventType::RawKeyDown,
-                    (KeyKind::Up, _) => DispatchKeyEventType::KeyUp,
-                };
-                let params = DispatchKeyEventParams {
-                    r#type: kind,
-                    modifiers: Some(modifiers),
-                    unmodified_text: text.clone(),
-                    text,
-                    code: Some(code),
-                    key: Some(key),
-                    windows_virtual_key_code: Some(key_code),
-                    native_virtual_key_code: Some(key_code),
-                    timestamp: None,
-                    key_identifier: None,
-                    auto_repeat: None,
-                    is_keypad: Some(location == 3),
-                    is_system_key: None,
-                    location: Some(location),
-                    commands: None,
-                };
+                let params = key_params(action, key, code, key_code, modifiers, text, location);
                 browser.cdp("pressing a key", page.execute(params)).await?;
             }
             RemoteInput::Text { text } => {
@@ -178,6 +156,42 @@ impl RemoteInput {
             }
         }
         Ok(())
+    }
+}
+
+/// A person's key as CDP's key event: a key that types text is a `keyDown` with it, one that
+/// does not a `rawKeyDown`.
+fn key_params(
+    action: KeyKind,
+    key: String,
+    code: String,
+    key_code: i64,
+    modifiers: i64,
+    text: Option<String>,
+    location: i64,
+) -> DispatchKeyEventParams {
+    let text = text.filter(|t| !t.is_empty());
+    let kind = match (action, &text) {
+        (KeyKind::Down, Some(_)) => DispatchKeyEventType::KeyDown,
+        (KeyKind::Down, None) => DispatchKeyEventType::RawKeyDown,
+        (KeyKind::Up, _) => DispatchKeyEventType::KeyUp,
+    };
+    DispatchKeyEventParams {
+        r#type: kind,
+        modifiers: Some(modifiers),
+        unmodified_text: text.clone(),
+        text,
+        code: Some(code),
+        key: Some(key),
+        windows_virtual_key_code: Some(key_code),
+        native_virtual_key_code: Some(key_code),
+        timestamp: None,
+        key_identifier: None,
+        auto_repeat: None,
+        is_keypad: Some(location == 3),
+        is_system_key: None,
+        location: Some(location),
+        commands: None,
     }
 }
 
