@@ -12,7 +12,7 @@ use crate::agent::conversations::Conversations;
 use crate::browser::BrowserService;
 use crate::capability::{LiveLinks, PublicUrl};
 use crate::cluster::Cluster;
-use crate::config::Config;
+use crate::config::{Config, ConfigArgs};
 use crate::crawl::Crawler;
 use crate::files::FileRoots;
 use crate::pages::Pages;
@@ -193,8 +193,67 @@ impl App {
     }
 }
 
+/// The configuration of a command that builds the service: `Config::load` (file, environment,
+/// flags, validated), and the tenants built from it once, so that a bad URL policy, rate or key
+/// is refused before anything starts, with the error `App::new` would give.
+pub fn load_config(args: &ConfigArgs) -> anyhow::Result<Config> {
+    let config = Config::load(args)?;
+    // The operator's policy and rates, and every key's.
+    Tenants::from_config(&config)?;
+    Ok(config)
+}
+
 /// A fresh instance name: 8 random hex digits.
 fn instance_id() -> String {
     let bytes = crate::ids::random_bytes::<4>();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `Config::validate` leaves to the tenants is still refused before anything starts.
+    #[test]
+    fn the_tenants_settings_are_checked_when_the_configuration_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, keys) = (
+            dir.path().join("webpilot.toml"),
+            dir.path().join("keys.toml"),
+        );
+        let args = ConfigArgs {
+            config: Some(file.clone()),
+            keys_file: Some(keys.clone()),
+            data_dir: Some(dir.path().to_path_buf()),
+            ..ConfigArgs::default()
+        };
+        let error = |file_text: &str, keys_text: &str| {
+            std::fs::write(&file, file_text).unwrap();
+            std::fs::write(&keys, keys_text).unwrap();
+            // The model loads; the tenants built from it are refused.
+            Config::load(&args).unwrap();
+            load_config(&args).unwrap_err().to_string()
+        };
+        let hash = "0".repeat(64);
+        let twice = format!(
+            "[[keys]]\ntenant = \"alice\"\nsha256 = \"{hash}\"\n\n\
+             [[keys]]\ntenant = \"alice\"\nsha256 = \"{}\"\n",
+            "1".repeat(64)
+        );
+        assert_eq!(
+            error("", &twice),
+            "keys: tenant \"alice\" or its key is listed twice"
+        );
+        let named = format!("[[keys]]\ntenant = \"Alice\"\nsha256 = \"{hash}\"\n");
+        assert!(error("", &named).contains("\"Alice\" is not a tenant name"));
+        let rate = error("[rate]\nweb_search = \"often\"\n", "");
+        assert!(rate.contains("often"), "{rate}");
+        std::fs::write(&file, "").unwrap();
+        std::fs::write(
+            &keys,
+            format!("[[keys]]\ntenant = \"alice\"\nsha256 = \"{hash}\"\n"),
+        )
+        .unwrap();
+        assert_eq!(load_config(&args).unwrap().keys.len(), 1);
+    }
 }

@@ -112,7 +112,7 @@ pub fn main() -> ExitCode {
     let loaded = match cli.command {
         // Managing keys starts no service: it must work before the keys it adds exist.
         Some(Command::Keys { .. }) => Config::load_unchecked(&cli.config),
-        _ => Config::load(&cli.config),
+        _ => crate::app::load_config(&cli.config),
     };
     let config = match loaded {
         Ok(mut config) => {

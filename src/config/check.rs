@@ -39,7 +39,9 @@ impl Config {
         Ok(())
     }
 
-    /// Refuses configurations that would be unsafe or cannot work.
+    /// Refuses configurations that would be unsafe or cannot work. The tenants' settings (the
+    /// URL policy, rates and every key) are the tenants' to check: `app::load_config` and
+    /// `App::new` build them.
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(token) = &self.token
             && (token.trim().is_empty() || token.chars().count() < MIN_TOKEN_CHARS)
@@ -107,8 +109,6 @@ impl Config {
                 "crawl limits (max_urls, max_parallel, global_parallel, per_host, browser_parallel) must be at least 1"
             );
         }
-        // The operator's policy and rates, and every key's.
-        crate::tenant::Tenants::from_config(self)?;
         Ok(())
     }
 }
