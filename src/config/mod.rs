@@ -5,10 +5,11 @@
 //! Where the values come from: defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags. Flags
 //! and environment variables are both parsed by clap ([`ConfigArgs`], in `flags`), which
 //! already gives flags precedence over the environment; the TOML file sits below both.
-//! Validation is in `check`.
+//! Validation is in `check`; `reference` renders all of it as docs/configuration.md.
 
 mod check;
 mod flags;
+pub mod reference;
 
 pub use flags::ConfigArgs;
 
@@ -16,21 +17,24 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Port of the REST/MCP service unless configured otherwise.
 pub const DEFAULT_PORT: u16 = 8931;
 
 /// Everything the service needs to know at start-up.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP server binds to. Anything but loopback requires `token`.
     pub bind: IpAddr,
+    /// Port the HTTP server listens on; 0 picks a free one.
     pub port: u16,
     /// Bearer token required on every request when set (mandatory off loopback).
     pub token: Option<String>,
     /// Where profiles, screenshots and the crawl database live.
+    #[schemars(extend("x-default-text" = "`webpilot` in the user's data directory (`$XDG_DATA_HOME`, else `~/.local/share`)"))]
     pub data_dir: PathBuf,
     /// Chromium executable to launch when no remote browser is configured.
     pub chromium: PathBuf,
@@ -82,7 +86,9 @@ pub struct Config {
     /// A TOML file of `[[keys]]` entries (`webpilot keys add NAME` writes it); default
     /// `keys.toml` in the data dir, when it exists.
     pub keys_file: Option<PathBuf>,
+    /// Width of a new tab's viewport, in CSS pixels (`--viewport WIDTHxHEIGHT`).
     pub viewport_width: u32,
+    /// Height of a new tab's viewport, in CSS pixels.
     pub viewport_height: u32,
     /// Upper bound for a single CDP command; a hung page cannot hold a session longer.
     pub cdp_timeout_ms: u64,
@@ -125,9 +131,10 @@ pub struct Config {
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyEntry {
+    /// Tenant name: 1-32 lower-case letters, digits, `-` or `_` (not first).
     pub tenant: String,
     /// Lower-case hex SHA-256 of the key (never the key).
     pub sha256: String,
@@ -152,9 +159,10 @@ pub struct KeyEntry {
 }
 
 /// The keys file: `[[keys]]` entries only.
-#[derive(Debug, Default, Deserialize, serde::Serialize)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeysFile {
+    /// One entry per key.
     #[serde(default)]
     pub keys: Vec<KeyEntry>,
 }
@@ -173,7 +181,7 @@ impl KeysFile {
 }
 
 /// Where the server files that tools read (`upload`, `import` paths) must live.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FilesConfig {
     /// Relative paths resolve here (default `<data dir>/files/`).
@@ -195,7 +203,7 @@ impl Default for FilesConfig {
 }
 
 /// How much a batch crawl may do at once.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CrawlConfig {
     /// Most URLs one task may hold.
@@ -232,12 +240,14 @@ impl Default for CrawlConfig {
 }
 
 /// Where the agent loop's model lives.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
     /// Base URL of an OpenAI-compatible API (`…/v1`); `/chat/completions` is appended.
     pub base_url: String,
+    /// The API's key, sent as a bearer token.
     pub api_key: Option<String>,
+    /// The model a chat uses unless its request names another.
     pub model: String,
     /// Send screenshots to the model as image parts (else a one-line description).
     pub vision: bool,
@@ -261,7 +271,7 @@ impl Default for LlmConfig {
 }
 
 /// Downloads by URL.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DownloadsConfig {
     /// A download stops here and is reported `truncated`.
@@ -277,7 +287,7 @@ impl Default for DownloadsConfig {
 }
 
 /// Limits and address policy of browserless fetches.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FetchConfig {
     /// Private, loopback or link-local targets fetched anyway: IPs, CIDR networks or host names.
@@ -288,12 +298,15 @@ pub struct FetchConfig {
     pub deny_domains: Vec<String>,
     /// Bodies are cut (and reported `truncated`) at this many bytes.
     pub max_bytes: usize,
+    /// Redirects followed before a fetch fails.
     pub max_redirects: usize,
+    /// Longest wait for a connection (fetches and search backends alike).
     pub connect_timeout_ms: u64,
     /// Longest silence while reading a response.
     pub read_timeout_ms: u64,
     /// Longest a whole fetch (all redirects, whole body) may take.
     pub total_timeout_ms: u64,
+    /// `User-Agent` of fetches without a browser and of search backends' requests.
     pub user_agent: String,
     /// Certificate authorities (a PEM file) trusted besides the built-in roots by fetches
     /// without a browser, e.g. a company's CA.
@@ -323,7 +336,9 @@ impl Default for FetchConfig {
 }
 
 /// A web_search backend, as configured (`search.order`) and named in results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchBackend {
     Duckduckgo,
@@ -345,18 +360,24 @@ impl SearchBackend {
 }
 
 /// Where each search backend lives, its key, and the order `backend=auto` tries them in.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     /// Backends `auto` tries, in order; unconfigured ones (no URL or key) are left out.
     pub order: Vec<SearchBackend>,
+    /// DuckDuckGo's HTML endpoint.
     pub duckduckgo_url: String,
     /// A SearXNG instance with JSON output enabled (none by default).
     pub searxng_url: Option<String>,
+    /// Tavily's API.
     pub tavily_url: String,
+    /// Tavily API key; without one Tavily is not used.
     pub tavily_key: Option<String>,
+    /// Brave Search's API.
     pub brave_url: String,
+    /// Brave Search API subscription token; without one Brave is not used.
     pub brave_key: Option<String>,
+    /// Longest a search backend's answer may take.
     pub timeout_ms: u64,
     /// A backend that failed is skipped by `auto` for this long.
     pub cooldown_secs: u64,
