@@ -76,6 +76,9 @@ enum Command {
         #[command(subcommand)]
         action: KeysAction,
     },
+    /// Print docs/configuration.md: every setting and flag, generated from their definitions.
+    #[command(hide = true)]
+    ConfigReference,
 }
 
 #[derive(Subcommand)]
@@ -112,6 +115,8 @@ pub fn main() -> ExitCode {
     let loaded = match cli.command {
         // Managing keys starts no service: it must work before the keys it adds exist.
         Some(Command::Keys { .. }) => Config::load_unchecked(&cli.config),
+        // It describes the configuration, whichever is in force (or broken).
+        Some(Command::ConfigReference) => Ok(Config::default()),
         _ => crate::app::load_config(&cli.config),
     };
     let config = match loaded {
@@ -159,6 +164,10 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::Skill => {
             print_text(&crate::server::skill::skill(&crate::tools::specs()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ConfigReference => {
+            print_text(&crate::config::reference::markdown())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
