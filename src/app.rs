@@ -154,7 +154,11 @@ impl App {
             tenants: tenants.clone(),
             live_links: live_links.clone(),
             public_url: public_url.clone(),
-            database: database.clone(),
+            profiles: crate::profiles::Profiles::open(
+                &config.data_dir,
+                database.clone(),
+                config.profile_key.as_deref(),
+            )?,
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {

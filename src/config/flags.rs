@@ -69,6 +69,14 @@ pub struct ConfigArgs {
         hide_env_values = true
     )]
     pub live_secret: Option<String>,
+    /// Key that encrypts saved profiles at rest (64 hex digits or base64 of 32 bytes).
+    #[arg(
+        long,
+        env = "WEBPILOT_PROFILE_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub profile_key: Option<String>,
     /// Seconds calls in flight may run on after SIGINT/SIGTERM (default 10).
     #[arg(long, env = "WEBPILOT_SHUTDOWN_GRACE_SECS", global = true)]
     pub shutdown_grace_secs: Option<u64>,
@@ -255,6 +263,7 @@ impl Config {
             (&mut self.token, &args.token),
             (&mut self.public_url, &args.public_url),
             (&mut self.live_secret, &args.live_secret),
+            (&mut self.profile_key, &args.profile_key),
             (&mut self.database_url, &args.database_url),
             (&mut self.instance_url, &args.instance_url),
         ] {

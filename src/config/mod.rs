@@ -78,6 +78,9 @@ pub struct Config {
     pub live_secret: Option<String>,
     /// How long a live-view link stays valid; an open live view renews its own.
     pub live_link_secs: u64,
+    /// Encrypts saved profiles at rest (ChaCha20-Poly1305): 32 bytes as 64 hex digits or
+    /// base64. None keeps them as plain JSON, protected by file mode 0600.
+    pub profile_key: Option<String>,
     /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
     /// tenant has buckets of its own.
     pub rate: HashMap<String, String>,
@@ -428,6 +431,7 @@ impl Default for Config {
             public_url: None,
             live_secret: None,
             live_link_secs: 900,
+            profile_key: None,
             rate: Default::default(),
             keys: Vec::new(),
             keys_file: None,

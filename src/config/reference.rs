@@ -56,8 +56,8 @@ have a flag and an environment variable ([Flags](#flags-and-environment-variable
 keys (`[[keys]]` entries) may also live in a keys file of their own (`keys_file`), which \
 `webpilot keys add NAME` writes.
 
-Two environment variables are read outside this configuration: `WEBPILOT_LOG` (the log filter, \
-e.g. `debug`) and `WEBPILOT_PROFILE_KEY` (encrypts saved profiles at rest).
+One environment variable is read outside this configuration: `WEBPILOT_LOG` (the log filter, \
+e.g. `debug`).
 ";
 
 /// A part of the file: its top level, a table (`[fetch]`) or an array of tables (`[[keys]]`).

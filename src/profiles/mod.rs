@@ -15,7 +15,7 @@ mod formats;
 mod store;
 
 pub use formats::{CookieFormat, detect_format, parse_import, to_storage_state};
-pub use store::{PROFILE_KEY_ENV, ProfileStore, migrate, parse_key};
+pub use store::{PROFILE_KEY_ENV, ProfileStore, Profiles, migrate, parse_key};
 
 /// One cookie as saved in a profile. `expires` is seconds since the epoch; none = session cookie.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]

@@ -9,11 +9,57 @@ use serde::{Deserialize, Serialize};
 
 use super::Profile;
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::TenantName;
 use crate::postgres::{Database, Migration};
 
 /// Environment variable holding the key that encrypts profiles at rest (32 bytes, as 64 hex
 /// digits or base64). Without it profiles are plain JSON, protected by file mode 0600.
 pub const PROFILE_KEY_ENV: &str = "WEBPILOT_PROFILE_KEY";
+
+/// Where every tenant's profiles are kept, opened once for the process: the data dir (or
+/// PostgreSQL) and the profile key, parsed at start so that a bad key stops the service with a
+/// clear message instead of failing every call.
+#[derive(Clone)]
+pub struct Profiles {
+    data_dir: PathBuf,
+    database: Option<Database>,
+    key: Option<chacha20poly1305::Key>,
+}
+
+impl Profiles {
+    /// `key`: the configured profile key (`profile_key`, `WEBPILOT_PROFILE_KEY`), if any.
+    pub fn open(
+        data_dir: &Path,
+        database: Option<Database>,
+        key: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let key = match key.filter(|k| !k.is_empty()) {
+            Some(text) => {
+                Some(parse_key(text).map_err(|e| anyhow::anyhow!("profile_key: {}", e.message))?)
+            }
+            None => None,
+        };
+        Ok(Self {
+            data_dir: data_dir.to_path_buf(),
+            database,
+            key,
+        })
+    }
+
+    /// `tenant`'s profiles: rows of its name in PostgreSQL, else files in its data dir.
+    pub fn of(
+        &self,
+        tenant: &TenantName,
+        tenant_data_dir: impl FnOnce(&Path) -> PathBuf,
+    ) -> ProfileStore {
+        match &self.database {
+            Some(database) => {
+                ProfileStore::in_database(database.clone(), tenant.stored(), self.key)
+            }
+            None => ProfileStore::new(&tenant_data_dir(&self.data_dir), self.key),
+        }
+    }
+}
 
 /// One tenant's saved profiles.
 pub struct ProfileStore {

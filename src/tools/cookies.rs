@@ -174,16 +174,11 @@ impl Tool for Cookies {
     const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login (check, load, recheck), list/clear cookies, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
-        let key = match std::env::var(profiles::PROFILE_KEY_ENV) {
-            Ok(text) if !text.is_empty() => Some(profiles::parse_key(&text)?),
-            _ => None,
-        };
-        let store = match &call.ctx.database {
-            Some(database) => {
-                ProfileStore::in_database(database.clone(), call.tenant().name().stored(), key)
-            }
-            None => ProfileStore::new(&call.tenant().data_dir(&call.ctx.config.data_dir), key),
-        };
+        let tenant = call.tenant().clone();
+        let store = call
+            .ctx
+            .profiles
+            .of(tenant.name(), |root| tenant.data_dir(root));
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }

@@ -136,8 +136,8 @@ pub struct Ctx {
     pub live_links: Arc<LiveLinks>,
     /// Where those links point.
     pub public_url: Arc<PublicUrl>,
-    /// PostgreSQL when configured: saved profiles live there instead of the data dir.
-    pub database: Option<crate::postgres::Database>,
+    /// Every tenant's saved profiles (files or PostgreSQL, and the profile key).
+    pub profiles: crate::profiles::Profiles,
 }
 
 /// What a tool works on, which decides what its calls resolve before it runs.
