@@ -4,7 +4,11 @@
 //! each claiming items under leases) so a restart resumes it, and its progress broadcast as one
 //! event per finished URL, then `done`, to subscribers on every instance.
 
+mod model;
+mod reports;
 mod store;
+
+pub use model::*;
 
 use crate::sync::Locked;
 use std::collections::HashMap;
@@ -30,130 +34,6 @@ use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskR
 
 /// Events buffered per subscriber before a slow one starts missing them.
 const EVENT_BUFFER: usize = 1024;
-
-/// Where a task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskStatus {
-    Pending,
-    Running,
-    /// Every URL has an outcome and at least one was read.
-    Completed,
-    /// Every URL failed.
-    Failed,
-}
-
-impl TaskStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::Running => "running",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        [Self::Pending, Self::Running, Self::Completed, Self::Failed]
-            .into_iter()
-            .find(|s| s.as_str() == text)
-    }
-
-    /// Whether nothing more will happen to the task.
-    pub fn is_finished(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
-    }
-}
-
-/// How a task reads its URLs, as stored with it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskOptions {
-    #[serde(flatten)]
-    pub page: PageOptions,
-    /// URLs of the task read at once.
-    pub parallel: usize,
-}
-
-/// A task without its results.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct TaskSummary {
-    pub task_id: String,
-    pub status: TaskStatus,
-    /// URLs finished (read or failed).
-    pub progress: usize,
-    pub total: usize,
-    pub created_ms: i64,
-    pub options: TaskOptions,
-}
-
-/// A task with (a page of) its outcomes.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct TaskReport {
-    #[serde(flatten)]
-    pub summary: TaskSummary,
-    pub results: Vec<ItemResult>,
-    pub errors: Vec<ItemError>,
-}
-
-/// A URL read.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ItemResult {
-    pub index: usize,
-    pub url: String,
-    pub result: Page,
-}
-
-/// A URL that could not be read.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ItemError {
-    pub index: usize,
-    pub url: String,
-    pub error: ToolError,
-}
-
-/// Task summaries, newest first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct TaskList {
-    pub tasks: Vec<TaskSummary>,
-}
-
-/// Progress of a task: a `progress` event after each URL, then `done`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum CrawlEvent {
-    Progress {
-        task_id: String,
-        index: usize,
-        url: String,
-        ok: bool,
-        progress: usize,
-        total: usize,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<ToolError>,
-    },
-    Done {
-        task_id: String,
-        status: TaskStatus,
-        progress: usize,
-        total: usize,
-        errors: usize,
-    },
-}
-
-impl CrawlEvent {
-    /// The SSE event name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            CrawlEvent::Progress { .. } => "progress",
-            CrawlEvent::Done { .. } => "done",
-        }
-    }
-
-    /// The SSE data.
-    pub fn data(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
-}
 
 pub struct Crawler {
     store: Arc<dyn CrawlStore>,
@@ -601,111 +481,6 @@ impl Crawler {
             channels.remove(&id);
         }
     }
-
-    /// Queries this instance sent to the crawl store, when the store counts them.
-    pub fn store_round_trips(&self) -> Option<u64> {
-        self.store.round_trips()
-    }
-
-    /// Progress events of `tenant`'s task from now on, with its status at subscription time.
-    pub async fn subscribe(
-        &self,
-        tenant: &Tenant,
-        id: &str,
-    ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
-        // Subscribed before reading the status: a `done` in between is in the receiver.
-        let receiver = {
-            let mut channels = self.channels.locked();
-            channels
-                .entry(id.to_string())
-                .or_insert_with(|| broadcast::channel(EVENT_BUFFER).0)
-                .subscribe()
-        };
-        let summary = self.summary(tenant, id).await;
-        if summary.as_ref().map_or(true, |s| s.status.is_finished()) {
-            let mut channels = self.channels.locked();
-            if channels.get(id).is_some_and(|s| s.receiver_count() <= 1) {
-                channels.remove(id);
-            }
-        }
-        Ok((summary?, receiver))
-    }
-
-    /// Status and counts of `tenant`'s task, without its results. Another tenant's task is as
-    /// unknown as one that never was.
-    pub async fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
-        let task = self
-            .store
-            .task(id)
-            .await
-            .map_err(database_error)?
-            .filter(|task| &task.tenant == tenant.name())
-            .ok_or_else(|| no_such_task(id))?;
-        self.summarize(task).await
-    }
-
-    async fn summarize(&self, task: TaskRow) -> ToolResult<TaskSummary> {
-        let (progress, _) = self.store.counts(&task.id).await.map_err(database_error)?;
-        Ok(TaskSummary {
-            task_id: task.id,
-            status: task.status,
-            progress,
-            total: task.total,
-            created_ms: task.created_ms,
-            options: task.options,
-        })
-    }
-
-    /// Status, results and errors of a task, in the order URLs finished.
-    pub async fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
-        let summary = self.summary(tenant, id).await?;
-        let finished = self.store.finished(id).await.map_err(database_error)?;
-        Ok(with_items(summary, finished))
-    }
-
-    /// Status and the results and errors of URLs from index `from` on, in URL order, as many as
-    /// fit `max_chars` (at least one), plus the index of the first URL left out.
-    pub async fn status_page(
-        &self,
-        tenant: &Tenant,
-        id: &str,
-        from: usize,
-        max_chars: usize,
-    ) -> ToolResult<(TaskReport, Option<usize>)> {
-        let summary = self.summary(tenant, id).await?;
-        if from > summary.total {
-            return Err(ToolError::invalid(format!(
-                "field `cursor` points past the task's {} URLs",
-                summary.total
-            ))
-            .with_hint("pass the next_cursor of the previous result, or omit cursor"));
-        }
-        let (items, next) = self
-            .store
-            .finished_page(id, from, max_chars)
-            .await
-            .map_err(database_error)?;
-        Ok((with_items(summary, items), next))
-    }
-
-    /// `tenant`'s task summaries, newest first.
-    pub async fn list(
-        &self,
-        tenant: &Tenant,
-        status: Option<TaskStatus>,
-        limit: usize,
-    ) -> ToolResult<TaskList> {
-        let rows = self
-            .store
-            .tasks(tenant.name(), status, limit)
-            .await
-            .map_err(database_error)?;
-        let mut tasks = Vec::with_capacity(rows.len());
-        for row in rows {
-            tasks.push(self.summarize(row).await?);
-        }
-        Ok(TaskList { tasks })
-    }
 }
 
 /// One URL of a task.
@@ -715,28 +490,6 @@ struct Item<'a> {
     url: String,
     /// The task's URL count, for progress events.
     total: usize,
-}
-
-/// `summary` with the items split into `results` and `errors`, in the given order.
-fn with_items(summary: TaskSummary, items: Vec<ItemRow>) -> TaskReport {
-    let (mut results, mut errors) = (Vec::new(), Vec::new());
-    for item in items {
-        let (index, url) = (item.index, item.url);
-        match item.outcome {
-            Ok(result) => results.push(ItemResult { index, url, result }),
-            Err(error) => errors.push(ItemError { index, url, error }),
-        }
-    }
-    TaskReport {
-        summary,
-        results,
-        errors,
-    }
-}
-
-fn no_such_task(id: &str) -> ToolError {
-    ToolError::new(ErrorCode::NoSuchTask, format!("no crawl task {id:?}"))
-        .with_hint("use the task_id crawl_batch returned; GET /api/crawler/tasks lists tasks")
 }
 
 /// A URL's host and port, the unit of the per-host limit.
