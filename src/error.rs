@@ -1,6 +1,7 @@
 //! The one error type every tool returns: `{ "error": { "code", "message", "hint" } }`.
 //!
-//! Codes are part of the tool contract (TOOLS.md); the hint tells an agent how to recover.
+//! Codes are part of the tool contract (docs/tools.md lists them for users): each maps to one HTTP
+//! status for the REST fronts and has a default hint, which tells an agent how to recover.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,11 +1,12 @@
 //! Bearer-key authentication, required on every route but `/healthz` and the live view (which
 //! takes capability links instead) when a token or tenant keys are set. The key names the
-//! request's tenant, which handlers find in its extensions (`Extension<Arc<Tenant>>`); without
-//! keys every request is the operator's. `/healthz` without a key is a liveness probe and has no
-//! tenant; with one, the key is checked like anywhere else (so it is no oracle for guessing). Failures are
-//! counted (`webpilot_auth_failures_total`), and a client address that fails too often is
-//! refused outright for a while, right key or not, so guessing gains nothing. Behind a trusted
-//! proxy (`trusted_proxies`) the client address is the one its `X-Forwarded-For` names.
+//! request's tenant, which this layer puts in the request's extensions and handlers take as
+//! `CallerTenant` (a request without one is `UNAUTHORIZED`); without keys every request is the
+//! operator's. `/healthz` without a key is a liveness probe and has no tenant; with one, the key
+//! is checked like anywhere else (so it is no oracle for guessing). Failures are counted
+//! (`webpilot_auth_failures_total`), and a client address that fails too often is refused
+//! outright for a while, right key or not, so guessing gains nothing. Behind a trusted proxy
+//! (`trusted_proxies`) the client address is the one its `X-Forwarded-For` names.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
