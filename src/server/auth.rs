@@ -15,9 +15,8 @@ use std::time::Duration;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
-use super::rest::error_response;
 use crate::error::{ErrorCode, ToolError};
 use crate::rate::{Quota, RateLimiter};
 use crate::tenant::{Tenant, Tenants};
@@ -115,14 +114,13 @@ pub(super) async fn require_token(
     }
     let client = auth.client(&request);
     if let Some(wait) = auth.failures.exhausted(&client) {
-        return error_response(
-            &ToolError::new(
-                ErrorCode::Limit,
-                format!("too many failed authentications from {client}"),
-            )
-            .with_hint(format!("wait {wait} s, then send the right bearer token"))
-            .retry_after(wait),
-        );
+        return ToolError::new(
+            ErrorCode::Limit,
+            format!("too many failed authentications from {client}"),
+        )
+        .with_hint(format!("wait {wait} s, then send the right bearer token"))
+        .retry_after(wait)
+        .into_response();
     }
     let presented = request
         .headers()
@@ -138,10 +136,7 @@ pub(super) async fn require_token(
             auth.registry.metrics().auth_failed();
             // The bucket only counts here; refusals come from `exhausted` above.
             let _ = auth.failures.take(&client);
-            error_response(&ToolError::new(
-                ErrorCode::Unauthorized,
-                "missing or wrong bearer key",
-            ))
+            ToolError::new(ErrorCode::Unauthorized, "missing or wrong bearer key").into_response()
         }
     }
 }
@@ -150,19 +145,14 @@ pub(super) async fn require_token(
 pub(super) struct CallerTenant(pub Arc<Tenant>);
 
 impl<S: Send + Sync> FromRequestParts<S> for CallerTenant {
-    type Rejection = Response;
+    type Rejection = ToolError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ToolError> {
         parts
             .extensions
             .get::<Arc<Tenant>>()
             .cloned()
             .map(CallerTenant)
-            .ok_or_else(|| {
-                error_response(&ToolError::new(
-                    ErrorCode::Unauthorized,
-                    "the request has no tenant",
-                ))
-            })
+            .ok_or_else(|| ToolError::new(ErrorCode::Unauthorized, "the request has no tenant"))
     }
 }

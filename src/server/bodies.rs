@@ -16,11 +16,10 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::rest::error_response;
 use crate::error::{ErrorCode, ToolError};
 use crate::tools::Registry;
 
@@ -72,7 +71,7 @@ impl BodyBudget {
              sent one at a time"
         ))
         .retry_after(RETRY_AFTER_SECS);
-        error_response(&error)
+        error.into_response()
     }
 }
 

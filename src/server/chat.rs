@@ -2,22 +2,19 @@
 //! `tool_call`, `tool_started`, `handoff`, `tool_result`, `done`, `error`) by default, or one JSON answer with
 //! `stream: false`. A client that disconnects stops the loop.
 
-use std::convert::Infallible;
-
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, parse_body_as};
+use super::reply::{event, event_stream, parse_body_as};
 use crate::agent::{AgentEvent, ChatRequest};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
@@ -28,16 +25,13 @@ pub(super) fn routes(app: App) -> Router {
 
 /// The agent loop's events as server-sent events; the loop stops when the client goes away.
 pub(super) fn stream(received: mpsc::UnboundedReceiver<AgentEvent>) -> Response {
-    let events = futures::stream::unfold(received, |mut received| async move {
-        let event = received.recv().await?;
-        let sse = Event::default()
-            .event(event.name())
-            .data(event.data().to_string());
-        Some((Ok::<_, Infallible>(sse), received))
-    });
-    Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    event_stream(futures::stream::unfold(
+        received,
+        |mut received| async move {
+            let next = received.recv().await?;
+            Some((event(next.name(), &next.data()), received))
+        },
+    ))
 }
 
 /// Runs the agent loop on a conversation.
@@ -55,24 +49,19 @@ async fn chat(
     CallerTenant(tenant): CallerTenant,
     headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
+) -> Result<Response, ToolError> {
     let origin = super::origin_of(&headers);
     // Any content type: `curl -d` sends JSON as application/x-www-form-urlencoded.
-    let request = match parse_body_as::<ChatRequest>(body, "chat request")
-        .map_err(|e| e.with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}"))
-    {
-        Ok(request) => request,
-        Err(error) => return error_response(&error),
-    };
-    if let Err(error) = app.agent.check(&request, &tenant) {
-        return error_response(&error);
-    }
+    let request = parse_body_as::<ChatRequest>(body, "chat request").map_err(|e| {
+        e.with_hint("send {\"messages\": [{\"role\": \"user\", \"content\": \"…\"}]}")
+    })?;
+    app.agent.check(&request, &tenant)?;
     let (events, mut received) = mpsc::unbounded_channel();
     if request.stream.unwrap_or(true) {
         let agent = app.agent.clone();
         app.tasks
             .spawn(async move { agent.run(request, tenant, origin, events).await });
-        return stream(received);
+        return Ok(stream(received));
     }
     let transcript = app.agent.run(request, tenant, origin, events).await;
     let mut tool_calls = 0;
@@ -82,15 +71,14 @@ async fn chat(
             AgentEvent::Done(mut done) => {
                 done["tool_calls"] = json!(tool_calls);
                 done["messages"] = json!(transcript);
-                return Json(done).into_response();
+                return Ok(Json(done).into_response());
             }
             AgentEvent::Error { .. } => {
                 let body = json!({"error": event.data(), "messages": transcript});
-                return (StatusCode::BAD_GATEWAY, Json(body)).into_response();
+                return Ok((StatusCode::BAD_GATEWAY, Json(body)).into_response());
             }
             _ => {}
         }
     }
-    let error = ToolError::internal("the loop ended without an answer").with_hint("call again");
-    (StatusCode::INTERNAL_SERVER_ERROR, Json(error.to_json())).into_response()
+    Err(ToolError::internal("the loop ended without an answer").with_hint("call again"))
 }

@@ -8,22 +8,22 @@ use crate::sync::Locked;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body_as, parse_query};
+use super::reply::{parse_body_as, parse_query};
 use crate::agent::ChatRequest;
-use crate::agent::conversations::{NewConversation, Record, Recorder};
+use crate::agent::conversations::{Conversation, NewConversation, Record, Recorder};
 use crate::app::App;
 use crate::error::{ErrorBody, ErrorCode, ToolError};
 
@@ -64,13 +64,11 @@ async fn create(
     State(front): State<Front>,
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let new = parse_body_as::<NewConversation>(body, "conversation");
-    let new = match new.and_then(checked) {
-        Ok(new) => new,
-        Err(error) => return error_response(&error),
-    };
-    json_or_error(front.app.conversations.create(tenant.name(), new).await)
+) -> Result<Json<Conversation>, ToolError> {
+    let new = checked(parse_body_as::<NewConversation>(body, "conversation")?)?;
+    Ok(Json(
+        front.app.conversations.create(tenant.name(), new).await?,
+    ))
 }
 
 /// A new conversation's settings, checked as a chat request would be.
@@ -105,19 +103,16 @@ async fn list(
     State(front): State<Front>,
     CallerTenant(tenant): CallerTenant,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Response {
-    let query = match parse_query(query) {
-        Ok(query) => query,
-        Err(error) => return error_response(&error),
-    };
+) -> Result<Json<Value>, ToolError> {
+    let query = parse_query(query)?;
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    let page = front
+    let (conversations, next) = front
         .app
         .conversations
         .list(tenant.name(), limit, query.cursor.as_deref())
-        .await;
-    json_or_error(page.map(
-        |(conversations, next)| json!({ "conversations": conversations, "next_cursor": next }),
+        .await?;
+    Ok(Json(
+        json!({ "conversations": conversations, "next_cursor": next }),
     ))
 }
 
@@ -133,16 +128,13 @@ async fn show(
     State(front): State<Front>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Response {
+) -> Result<Json<Value>, ToolError> {
     let store = &front.app.conversations;
-    let shown = async {
-        let conversation = store.get(tenant.name(), &id).await?;
-        let mut value = json!(conversation);
-        value["messages"] = json!(store.messages(&id).await?);
-        value["answering"] = json!(front.is_busy(&id));
-        Ok(value)
-    };
-    json_or_error(shown.await)
+    let conversation = store.get(tenant.name(), &id).await?;
+    let mut value = json!(conversation);
+    value["messages"] = json!(store.messages(&id).await?);
+    value["answering"] = json!(front.is_busy(&id));
+    Ok(Json(value))
 }
 
 /// Deletes a conversation and its files.
@@ -156,11 +148,11 @@ async fn remove(
     State(front): State<Front>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Response {
-    match front.app.conversations.delete(tenant.name(), &id).await {
-        Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => error_response(&crate::agent::conversations::no_such_conversation(&id)),
-        Err(error) => error_response(&error),
+) -> Result<StatusCode, ToolError> {
+    if front.app.conversations.delete(tenant.name(), &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(crate::agent::conversations::no_such_conversation(&id))
     }
 }
 
@@ -178,16 +170,13 @@ async fn file(
     State(front): State<Front>,
     CallerTenant(tenant): CallerTenant,
     Path((id, name)): Path<(String, String)>,
-) -> Response {
-    match front
+) -> Result<Response, ToolError> {
+    let (bytes, mime) = front
         .app
         .conversations
         .file(tenant.name(), &id, &name)
-        .await
-    {
-        Ok((bytes, mime)) => ([(header::CONTENT_TYPE, mime)], bytes).into_response(),
-        Err(error) => error_response(&error),
-    }
+        .await?;
+    Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -216,18 +205,14 @@ async fn message(
     Path(id): Path<String>,
     headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
+) -> Result<Response, ToolError> {
     let app = &front.app;
     let store = app.conversations.clone();
-    let conversation = match store.get(tenant.name(), &id).await {
-        Ok(conversation) => conversation,
-        Err(error) => return error_response(&error),
-    };
-    let content = match parse_body_as::<NewMessage>(body, "message") {
-        Ok(NewMessage { content }) if !content.trim().is_empty() => content,
-        Ok(_) => return error_response(&ToolError::invalid("field `content` is empty")),
-        Err(error) => return error_response(&error),
-    };
+    let conversation = store.get(tenant.name(), &id).await?;
+    let NewMessage { content } = parse_body_as(body, "message")?;
+    if content.trim().is_empty() {
+        return Err(ToolError::invalid("field `content` is empty"));
+    }
     let request = |messages: Vec<Value>| ChatRequest {
         messages,
         model: conversation.model.clone(),
@@ -237,26 +222,16 @@ async fn message(
         session: Some(conversation.session.clone()),
     };
     let question = json!({ "role": "user", "content": content });
-    if let Err(error) = app.agent.check(&request(vec![question.clone()]), &tenant) {
-        return error_response(&error);
-    }
-    let Some(answering) = front.answering(&id) else {
-        return error_response(
-            &ToolError::new(
-                ErrorCode::Limit,
-                format!("conversation {id:?} is answering another message"),
-            )
-            .with_hint("wait for that answer's done event, then send again"),
-        );
-    };
-    let stored = match store.append(&id, vec![Record::of(question)]).await {
-        Ok(()) => store.history(&id).await,
-        Err(error) => Err(error),
-    };
-    let history = match stored {
-        Ok(history) => history,
-        Err(error) => return error_response(&error),
-    };
+    app.agent.check(&request(vec![question.clone()]), &tenant)?;
+    let answering = front.answering(&id).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::Limit,
+            format!("conversation {id:?} is answering another message"),
+        )
+        .with_hint("wait for that answer's done event, then send again")
+    })?;
+    store.append(&id, vec![Record::of(question)]).await?;
+    let history = store.history(&id).await?;
     let recorder: Recorder = {
         let (store, id) = (store.clone(), id.clone());
         Arc::new(move |records| {
@@ -277,7 +252,7 @@ async fn message(
             .run_recorded(request, tenant, origin, events, Some(recorder))
             .await
     });
-    super::chat::stream(received)
+    Ok(super::chat::stream(received))
 }
 
 /// Marks a conversation as answering until the returned guard drops; None if it already is.

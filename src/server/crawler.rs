@@ -2,25 +2,22 @@
 //! /api/crawler/tasks?status=&limit=`, `GET /api/crawler/tasks/{id}` (crawl_status) and `GET
 //! /api/crawler/tasks/{id}/events` (SSE: one `progress` event per finished URL, then `done`).
 
-use std::convert::Infallible;
-
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
+use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body, parse_query};
+use super::reply::{event, event_stream, parse_body, parse_query};
 use crate::app::App;
-use crate::crawl::TaskStatus;
-use crate::error::ErrorBody;
+use crate::crawl::{TaskList, TaskReport, TaskStatus};
+use crate::error::{ErrorBody, ToolError};
 use crate::tools::Caller;
 
 /// Default and largest `limit` of the task list.
@@ -46,17 +43,13 @@ async fn create(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let args = match parse_body(body) {
-        Ok(args) => args,
-        Err(error) => return error_response(&error),
-    };
-    json_or_error(
-        app.registry
-            .call("crawl_batch", args, &Caller::new(tenant))
-            .await
-            .map(|output| output.json),
-    )
+) -> Result<Json<Value>, ToolError> {
+    let args = parse_body(body)?;
+    let output = app
+        .registry
+        .call("crawl_batch", args, &Caller::new(tenant))
+        .await?;
+    Ok(Json(output.json))
 }
 
 /// A task's progress and results (crawl_status).
@@ -70,8 +63,8 @@ async fn status(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Response {
-    json_or_error(app.crawler.status(&tenant, &id).await)
+) -> Result<Json<TaskReport>, ToolError> {
+    Ok(Json(app.crawler.status(&tenant, &id).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -94,13 +87,10 @@ async fn list(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Response {
-    let query = match parse_query(query) {
-        Ok(query) => query,
-        Err(error) => return error_response(&error),
-    };
+) -> Result<Json<TaskList>, ToolError> {
+    let query = parse_query(query)?;
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
-    json_or_error(app.crawler.list(&tenant, query.status, limit).await)
+    Ok(Json(app.crawler.list(&tenant, query.status, limit).await?))
 }
 
 /// Progress as server-sent events: `status` (or `done` at once for a finished task), a
@@ -116,44 +106,33 @@ async fn events(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Response {
-    let (summary, receiver) = match app.crawler.subscribe(&tenant, &id).await {
-        Ok(subscription) => subscription,
-        Err(error) => return error_response(&error),
-    };
+) -> Result<Response, ToolError> {
+    let (summary, receiver) = app.crawler.subscribe(&tenant, &id).await?;
     let finished = summary.status.is_finished();
     // A finished task answers with `done` at once; a running one streams until its `done`.
-    let first = Event::default()
-        .event(if finished { "done" } else { "status" })
-        .data(serde_json::to_string(&summary).unwrap_or_default());
+    let first = event(if finished { "done" } else { "status" }, &summary);
     let stream = futures::stream::unfold(
         (Some(first), receiver, finished),
         |(first, mut receiver, ended)| async move {
             if let Some(first) = first {
-                return Some((Ok::<_, Infallible>(first), (None, receiver, ended)));
+                return Some((first, (None, receiver, ended)));
             }
             if ended {
                 return None;
             }
             match receiver.recv().await {
-                Ok(event) => {
-                    let done = event.name() == "done";
-                    let sse = Event::default()
-                        .event(event.name())
-                        .data(event.data().to_string());
-                    Some((Ok(sse), (None, receiver, done)))
+                Ok(progress) => {
+                    let done = progress.name() == "done";
+                    let sse = event(progress.name(), &progress.data());
+                    Some((sse, (None, receiver, done)))
                 }
                 Err(RecvError::Lagged(missed)) => {
-                    let sse = Event::default()
-                        .event("lagged")
-                        .data(json!({"missed": missed}).to_string());
-                    Some((Ok(sse), (None, receiver, false)))
+                    let sse = event("lagged", &json!({ "missed": missed }));
+                    Some((sse, (None, receiver, false)))
                 }
                 Err(RecvError::Closed) => None,
             }
         },
     );
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    Ok(event_stream(stream))
 }

@@ -13,6 +13,7 @@ mod live;
 mod live_relay;
 pub mod mcp;
 mod openapi;
+mod reply;
 mod rest;
 mod routing;
 mod sessions;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -82,7 +84,7 @@ fn panic_response(panic: Box<dyn std::any::Any + Send>) -> axum::response::Respo
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("unknown panic");
     tracing::error!(panic = what, "a request handler panicked");
-    rest::error_response(&ToolError::internal(format!("webpilot failed: {what}")))
+    ToolError::internal(format!("webpilot failed: {what}")).into_response()
 }
 
 /// Streamable HTTP MCP: a handler (so a browser session) per MCP session. Against DNS rebinding

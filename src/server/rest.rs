@@ -18,6 +18,8 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::auth::CallerTenant;
+use super::reply::{error_with_status, parse_body};
+use crate::ids::SessionName;
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Gauge;
@@ -100,15 +102,16 @@ async fn openapi(Extension(description): Extension<Bytes>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format 0.0.4.", body = String,
         content_type = "text/plain")))]
-async fn metrics(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
+async fn metrics(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+) -> Result<Response, ToolError> {
     if !tenant.is_operator() {
-        return error_response(
-            &ToolError::new(
-                ErrorCode::Unauthorized,
-                "/metrics is the operator's: a tenant's key does not open it",
-            )
-            .with_hint("scrape /metrics with the operator's token (--token, WEBPILOT_TOKEN)"),
-        );
+        return Err(ToolError::new(
+            ErrorCode::Unauthorized,
+            "/metrics is the operator's: a tenant's key does not open it",
+        )
+        .with_hint("scrape /metrics with the operator's token (--token, WEBPILOT_TOKEN)"));
     }
     let queue = app.browser.admission();
     let strays = app.browser.sweep_stats();
@@ -236,14 +239,8 @@ async fn metrics(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> 
     });
     let gauges: Vec<Gauge> = gauges.into_iter().chain(queries).collect();
     let text = app.registry.metrics().render(&gauges);
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
 }
 
 async fn call_tool(
@@ -252,32 +249,25 @@ async fn call_tool(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let args = match parse_body(body) {
-        Ok(args) => args,
-        Err(error) => return error_response(&error),
-    };
-    let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
-        Some(Ok("")) | None => None,
-        Some(Ok(session)) => match crate::ids::SessionName::parse_callers(session) {
-            Ok(session) => Some(session),
-            Err(error) => return error_response(&error),
-        },
-        // Not a silent fall-back to the shared default session.
-        Some(Err(_)) => {
-            let error = ToolError::invalid(format!(
-                "header {SESSION_HEADER} must be a session name in ASCII"
-            ))
-            .with_hint("name the session with letters, digits and dashes");
-            return error_response(&error);
-        }
-    };
+) -> Result<Response, ToolError> {
+    let args = parse_body(body)?;
     let caller = Caller::new(tenant)
-        .in_session(session)
+        .in_session(session_of(&headers)?)
         .at(super::origin_of(&headers));
-    match app.registry.call(&name, args, &caller).await {
-        Ok(output) => render(output, &headers),
-        Err(error) => error_response(&error),
+    let output = app.registry.call(&name, args, &caller).await?;
+    Ok(render(output, &headers))
+}
+
+/// The session `X-Webpilot-Session` names, if any.
+fn session_of(headers: &HeaderMap) -> Result<Option<SessionName>, ToolError> {
+    match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
+        Some(Ok(session)) => SessionName::parse_optional(Some(session)),
+        None => Ok(None),
+        // Not a silent fall-back to the shared default session.
+        Some(Err(_)) => Err(ToolError::invalid(format!(
+            "header {SESSION_HEADER} must be a session name in ASCII"
+        ))
+        .with_hint("name the session with letters, digits and dashes")),
     }
 }
 
@@ -303,97 +293,14 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
     Json(output.json).into_response()
 }
 
-/// A value as JSON, or the error in its shape and status.
-pub(super) fn json_or_error(result: Result<impl serde::Serialize, ToolError>) -> Response {
-    match result {
-        Ok(value) => Json(value).into_response(),
-        Err(error) => error_response(&error),
-    }
-}
-
-/// A request body as a `T` (nothing is `{}`); errors name the field, after `what`.
-pub(super) fn parse_body_as<T: serde::de::DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-    what: &str,
-) -> Result<T, ToolError> {
-    parse_body(body).and_then(|args| {
-        serde_path_to_error::deserialize::<_, T>(args)
-            .map_err(|e| ToolError::invalid(format!("bad {what}: {e}")))
-    })
-}
-
-/// A query string as a `T`, or what was wrong with it.
-pub(super) fn parse_query<T>(
-    query: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
-) -> Result<T, ToolError> {
-    query
-        .map(|axum::extract::Query(query)| query)
-        .map_err(|rejection| ToolError::invalid(format!("bad query: {}", rejection.body_text())))
-}
-
-/// A request body as tool arguments: a JSON object, or nothing (no arguments).
-pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ToolError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ToolError::new(ErrorCode::TooLarge, "the request body is too large").with_hint(
-                "tool calls take up to files.max_bytes of inline file content (base64) plus \
-                 1 MiB; other endpoints 2 MiB. Put larger files under the files root",
-            )
-        } else {
-            ToolError::invalid(format!("cannot read the request body: {rejection}"))
-        }
-    })?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    let hint =
-        "send the tool's arguments as a JSON object, e.g. {\"target\": \"https://example.com\"}";
-    match serde_json::from_slice(&body) {
-        Ok(Value::Object(arguments)) => Ok(Value::Object(arguments)),
-        Ok(other) => Err(ToolError::invalid(format!(
-            "the body must be a JSON object of arguments, not {}",
-            json_kind(&other)
-        ))
-        .with_hint(hint)),
-        Err(e) => {
-            Err(ToolError::invalid(format!("the body is not valid JSON: {e}")).with_hint(hint))
-        }
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// The tool error shape with the HTTP status its code maps to.
-pub(crate) fn error_response(error: &ToolError) -> Response {
-    let status =
-        StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = (status, Json(error.to_json())).into_response();
-    if let Some(secs) = error.retry_after_secs {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
-    }
-    response
-}
-
-async fn not_found() -> Response {
-    error_response(
-        &ToolError::new(ErrorCode::NoSuchTool, "no such endpoint")
-            .with_hint("endpoints: GET /api/tools, GET /api/tools/prompt, POST /api/tools/{name}, GET /healthz"),
+async fn not_found() -> ToolError {
+    ToolError::new(ErrorCode::NoSuchTool, "no such endpoint").with_hint(
+        "endpoints: GET /api/tools, GET /api/tools/prompt, POST /api/tools/{name}, GET /healthz",
     )
 }
 
 async fn method_not_allowed() -> Response {
     let error = ToolError::invalid("method not allowed on this endpoint")
         .with_hint("GET /api/tools lists tools; POST /api/tools/{name} runs one");
-    (StatusCode::METHOD_NOT_ALLOWED, Json(error.to_json())).into_response()
+    error_with_status(StatusCode::METHOD_NOT_ALLOWED, &error)
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::sync::Arc;
 
-use super::rest::{SESSION_HEADER, error_response};
+use super::rest::SESSION_HEADER;
 use crate::app::App;
 use crate::cluster::{Cluster, Holder};
 use crate::error::{ErrorCode, ToolError};
@@ -129,7 +129,7 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
         Ok(bytes) => bytes,
         Err(error) => {
             let error = ToolError::invalid(format!("cannot read the request body: {error}"));
-            return error_response(&error);
+            return error.into_response();
         }
     };
     let session = match named {
@@ -159,11 +159,11 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
                     if error.is_connect() {
                         let _ = cluster.forget_on(&session, &instance).await;
                     }
-                    error_response(&unavailable(&session, &instance))
+                    unavailable(&session, &instance).into_response()
                 }
             }
         }
-        Ok(Holder::Gone { instance }) => error_response(&unavailable(&session, &instance)),
+        Ok(Holder::Gone { instance }) => unavailable(&session, &instance).into_response(),
         Err(error) => {
             // Without the shared records, this instance still serves what it holds.
             tracing::warn!(%error, "session records unavailable; running the call here");
@@ -234,7 +234,7 @@ async fn forward(
     Ok(response
         .body(Body::from_stream(answer.bytes_stream()))
         .unwrap_or_else(|error| {
-            error_response(&ToolError::internal(format!("forwarded answer: {error}")))
+            ToolError::internal(format!("forwarded answer: {error}")).into_response()
         })
         .into_response())
 }

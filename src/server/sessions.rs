@@ -10,17 +10,16 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::auth::CallerTenant;
-use super::rest::{error_response, json_or_error, parse_body_as};
+use super::reply::parse_body_as;
+use crate::ids::{SessionId, SessionName};
 use crate::app::App;
 use crate::browser::{Identity, SessionExtras, SessionSummary};
 use crate::error::{ErrorBody, ErrorCode, ToolError};
-use crate::ids::{SessionId, SessionName};
 
 /// Shortest and longest idle limit a private session may ask for, in seconds.
 const IDLE_SECS: (u64, u64) = (10, 86_400);
@@ -84,28 +83,23 @@ async fn create(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let options = NewSession::parse(body);
-    let created = async {
-        let options = options?;
-        let extras = SessionExtras {
-            idle: options.own.idle_secs.map(checked_idle).transpose()?,
-            label: options.own.name.map(checked_label).transpose()?,
-            identity: options.identity,
-        };
-        let session = app.browser.create_private(&tenant, extras).await?;
-        if let Some(cluster) = &app.cluster
-            && let Err(error) = cluster
-                .hold(&SessionId::new(tenant.name().clone(), session.clone()))
-                .await
-        {
-            // Still usable through this instance.
-            tracing::warn!(%error, "cannot record a new session in the cluster");
-        }
-        Ok::<_, ToolError>(session)
+) -> Result<Json<Value>, ToolError> {
+    let options = NewSession::parse(body)?;
+    let extras = SessionExtras {
+        idle: options.own.idle_secs.map(checked_idle).transpose()?,
+        label: options.own.name.map(checked_label).transpose()?,
+        identity: options.identity,
+    };
+    let session = app.browser.create_private(&tenant, extras).await?;
+    if let Some(cluster) = &app.cluster
+        && let Err(error) = cluster
+            .hold(&SessionId::new(tenant.name().clone(), session.clone()))
+            .await
+    {
+        // Still usable through this instance.
+        tracing::warn!(%error, "cannot record a new session in the cluster");
     }
-    .await;
-    json_or_error(created.map(|session| json!({ "session": session })))
+    Ok(Json(json!({ "session": session })))
 }
 
 fn checked_idle(secs: u64) -> Result<Duration, ToolError> {
@@ -134,7 +128,7 @@ fn checked_label(label: String) -> Result<String, ToolError> {
 /// there).
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions",
     responses((status = 200, description = "`{\"sessions\": [...]}`, and with several instances `\"elsewhere\": [{\"session\", \"instance\"}]`", body = Object)))]
-async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Response {
+async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Json<Value> {
     let sessions: Vec<SessionSummary> = app.browser.sessions(tenant.name());
     let mut listed = json!({ "sessions": sessions });
     if let Some(cluster) = &app.cluster {
@@ -150,7 +144,7 @@ async fn list(State(app): State<App>, CallerTenant(tenant): CallerTenant) -> Res
             }
         }
     }
-    Json(listed).into_response()
+    Json(listed)
 }
 
 /// Closes a session: its browser context, tabs, cookies and staged uploads.
@@ -164,7 +158,7 @@ async fn close(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Response {
+) -> Result<StatusCode, ToolError> {
     let closed = match SessionName::parse(&id) {
         Ok(name) => {
             let session = SessionId::new(tenant.name().clone(), name);
@@ -173,9 +167,9 @@ async fn close(
         Err(_) => false,
     };
     if closed {
-        StatusCode::NO_CONTENT.into_response()
+        Ok(StatusCode::NO_CONTENT)
     } else {
-        error_response(&ToolError::new(
+        Err(ToolError::new(
             ErrorCode::NoSuchSession,
             format!("no live session {id:?}"),
         ))
