@@ -81,6 +81,54 @@ async fn a_tool_past_its_rate_is_refused_with_retry_after() {
     assert_eq!(status, 200);
 }
 
+/// `[rate] crawl_status = "1/min"` holds REST's crawl routes as it holds the tool on MCP: one
+/// bucket, whichever front takes from it. The first REST status read answers in its shape; the
+/// second is `LIMIT` (429) with `Retry-After`, and so are the event stream, the task list and
+/// MCP's crawl_status after it.
+#[tokio::test]
+async fn rest_crawl_routes_take_the_rate_of_crawl_status() {
+    let harness = common::start(webpilot::config::Config {
+        rate: [("crawl_status".to_string(), "1/min".to_string())].into(),
+        ..common::loopback_config()
+    });
+    let api = &harness.api;
+    let args = json!({ "urls": [harness.page("article.html")], "mode": "http" });
+    let (status, created) = call_at(api, "crawl_batch", args).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap();
+    let tasks = format!("{api}/api/crawler/tasks");
+    let report = common::get_json(&format!("{tasks}/{id}")).await;
+    assert_eq!(
+        (&report["task_id"], &report["total"]),
+        (&json!(id), &json!(1))
+    );
+    assert!(
+        report["results"].is_array() && report["errors"].is_array(),
+        "{report:#}"
+    );
+
+    for url in [
+        format!("{tasks}/{id}"),
+        format!("{tasks}/{id}/events"),
+        format!("{tasks}?limit=5"),
+    ] {
+        let response = common::client().get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 429, "GET {url}");
+        let wait = common::retry_after(&response);
+        assert!((1..=60).contains(&wait), "GET {url}: Retry-After {wait}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "LIMIT", "GET {url}: {body:#}");
+        assert_eq!(body["error"]["retry_after_secs"], wait);
+    }
+    let params = json!({ "name": "crawl_status", "arguments": { "task_id": id } });
+    let message = common::mcp_request(api, None, "tools/call", params).await;
+    let result = &message["result"];
+    assert_eq!(result["isError"], true, "{message:#}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let error: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(error["error"]["code"], "LIMIT", "{error:#}");
+}
+
 /// With every session busy and the browser's one admission slot taken, a session past
 /// `max_sessions` is refused at once, not after a wait in the queue.
 #[tokio::test]

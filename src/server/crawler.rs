@@ -1,6 +1,10 @@
 //! REST for batch crawls: `POST /api/crawler/tasks` (crawl_batch arguments), `GET
 //! /api/crawler/tasks?status=&limit=`, `GET /api/crawler/tasks/{id}` (crawl_status) and `GET
 //! /api/crawler/tasks/{id}/events` (SSE: one `progress` event per finished URL, then `done`).
+//!
+//! Creating a task and reading one are calls of crawl_batch and crawl_status through the
+//! registry, as on every front (rates, spans, metrics, errors). The list and the event stream
+//! have no tool of their own: they take a call of crawl_status from the tenant's rate first.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -16,12 +20,15 @@ use utoipa::IntoParams;
 use super::auth::CallerTenant;
 use super::reply::{event, event_stream, parse_body, parse_query};
 use crate::app::App;
-use crate::crawl::{TaskList, TaskReport, TaskStatus};
+use crate::crawl::{TaskList, TaskStatus};
 use crate::error::{ErrorBody, ToolError};
 use crate::tools::Caller;
 
 /// Default and largest `limit` of the task list.
 const LIST_LIMIT: (usize, usize) = (50, 1000);
+
+/// The tool whose rate the crawl routes take.
+const STATUS_TOOL: &str = "crawl_status";
 
 pub(super) fn routes(app: App) -> Router {
     Router::new()
@@ -52,19 +59,26 @@ async fn create(
     Ok(Json(output.json))
 }
 
-/// A task's progress and results (crawl_status).
+/// A task's progress and all its results (crawl_status, in one page).
 #[utoipa::path(get, path = "/api/crawler/tasks/{id}", tag = "crawler",
     params(("id" = String, Path, description = "The task_id crawl_batch returned.")),
     responses(
-        (status = 200, description = "Status, counts and results.", body = Object),
+        (status = 200, description = "Status, counts and results, in URL order.", body = Object),
         (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
+        (status = 429, description = "LIMIT: the tenant's rate of crawl_status", body = ErrorBody),
     ))]
 async fn status(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
-) -> Result<Json<TaskReport>, ToolError> {
-    Ok(Json(app.crawler.status(&tenant, &id).await?))
+) -> Result<Json<Value>, ToolError> {
+    // The whole report, as this route always answered: no page budget.
+    let args = json!({ "task_id": id, "max_tokens": usize::MAX });
+    let output = app
+        .registry
+        .call(STATUS_TOOL, args, &Caller::new(tenant))
+        .await?;
+    Ok(Json(output.json))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -82,12 +96,15 @@ struct ListQuery {
     responses(
         (status = 200, description = "Task summaries.", body = Object),
         (status = 400, description = "INVALID_ARGUMENT", body = ErrorBody),
+        (status = 429, description = "LIMIT: the tenant's rate of crawl_status", body = ErrorBody),
     ))]
 async fn list(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<TaskList>, ToolError> {
+    app.registry
+        .admit(STATUS_TOOL, &Caller::new(tenant.clone()))?;
     let query = parse_query(query)?;
     let limit = query.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
     Ok(Json(app.crawler.list(&tenant, query.status, limit).await?))
@@ -101,12 +118,15 @@ async fn list(
         (status = 200, description = "Server-sent events.",
             body = super::openapi::SseEvent, content_type = "text/event-stream"),
         (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
+        (status = 429, description = "LIMIT: the tenant's rate of crawl_status", body = ErrorBody),
     ))]
 async fn events(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
     Path(id): Path<String>,
 ) -> Result<Response, ToolError> {
+    app.registry
+        .admit(STATUS_TOOL, &Caller::new(tenant.clone()))?;
     let (summary, receiver) = app.crawler.subscribe(&tenant, &id).await?;
     let finished = summary.status.is_finished();
     // A finished task answers with `done` at once; a running one streams until its `done`.

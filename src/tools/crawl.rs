@@ -46,6 +46,11 @@ pub struct CrawlStatusArgs {
     pub task_id: String,
     /// From next_cursor.
     pub cursor: Option<String>,
+    /// About this many tokens of outcomes per call (default 4000). Not published, so the tool
+    /// list stays small and a model reads a task page by page; a front that answers with a
+    /// task's whole report passes a budget of its own.
+    #[schemars(skip)]
+    pub max_tokens: Option<usize>,
 }
 
 shared_fields!(CrawlStatusArgs {});
@@ -128,7 +133,7 @@ impl Tool for CrawlStatus {
     ) -> ToolResult<CrawlStatusOutput> {
         // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
         let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
-        let budget = paging::budget_chars(paging::DEFAULT_MAX_TOKENS);
+        let budget = paging::budget_chars(paging::budget(args.max_tokens)?);
         let (report, next) = call
             .ctx
             .crawler

@@ -322,8 +322,15 @@ impl Registry {
                     format!("no tool named {name:?}; tools: {}", self.names().join(", ")),
                 )
             })?;
-        caller.tenant.rates().take(name)?;
+        self.admit(name, caller)?;
         tool.call(&self.ctx, &self.metrics, args, caller).await
+    }
+
+    /// Takes one call of tool `name` from `caller`'s rates, as `call` does first: for a front
+    /// that serves a tool's data its own way (a crawl's progress as a stream), so the tenant's
+    /// rate holds there too.
+    pub fn admit(&self, name: &str, caller: &Caller) -> ToolResult<()> {
+        caller.tenant.rates().take(name)
     }
 }
 
