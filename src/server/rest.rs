@@ -113,11 +113,18 @@ async fn metrics(
         )
         .with_hint("scrape /metrics with the operator's token (--token, WEBPILOT_TOKEN)"));
     }
+    let mut gauges = admission_gauges(&app);
+    gauges.extend(browser_gauges(&app).await);
+    gauges.extend(service_gauges(&app));
+    let text = app.registry.metrics().render(&gauges);
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+}
+
+/// The admission queue's side of `/metrics`.
+fn admission_gauges(app: &App) -> Vec<Gauge<'_>> {
     let queue = app.browser.admission();
-    let strays = app.browser.sweep_stats();
-    let pss = app.browser.browser_pss().await.unwrap_or(0);
-    let live = app.browser.live_stats();
-    let gauges = [
+    vec![
         Gauge::level(
             "webpilot_browser_admission_slots",
             "New contexts, tabs and first navigations that may run at once.",
@@ -148,6 +155,14 @@ async fn metrics(
             "Calls refused with LIMIT because their deadline passed in the queue.",
             queue.refused as f64,
         ),
+    ]
+}
+
+/// The browser's side of `/metrics`: strays, recycling, crashes, pages, memory, sessions.
+async fn browser_gauges(app: &App) -> Vec<Gauge<'_>> {
+    let strays = app.browser.sweep_stats();
+    let pss = app.browser.browser_pss().await.unwrap_or(0);
+    vec![
         Gauge::total(
             "webpilot_browser_stray_pages_adopted_total",
             "Pages no tab held that the sweep gave to their session.",
@@ -193,6 +208,14 @@ async fn metrics(
             "Times Chromium was relaunched after it died.",
             app.browser.pool.restarts() as f64,
         ),
+    ]
+}
+
+/// The service's side of `/metrics`: authentication, request bodies, live views, egress and,
+/// with PostgreSQL, crawl queries.
+fn service_gauges(app: &App) -> Vec<Gauge<'_>> {
+    let live = app.browser.live_stats();
+    let gauges = vec![
         Gauge::total(
             "webpilot_auth_failures_total",
             "Requests refused for a missing or wrong bearer token.",
@@ -237,10 +260,7 @@ async fn metrics(
             queries as f64,
         )
     });
-    let gauges: Vec<Gauge> = gauges.into_iter().chain(queries).collect();
-    let text = app.registry.metrics().render(&gauges);
-    let content_type = "text/plain; version=0.0.4; charset=utf-8";
-    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+    gauges.into_iter().chain(queries).collect()
 }
 
 async fn call_tool(
