@@ -10,14 +10,15 @@ use tokio_util::task::TaskTracker;
 use crate::agent::Agent;
 use crate::agent::conversations::Conversations;
 use crate::browser::BrowserService;
-use crate::capability::{LiveLinks, PublicUrl};
-use crate::cluster::Cluster;
 use crate::config::{Config, ConfigArgs};
 use crate::crawl::Crawler;
-use crate::files::FileRoots;
+use crate::db::cluster::Cluster;
+use crate::db::postgres::Database;
 use crate::pages::Pages;
-use crate::postgres::Database;
-use crate::tenant::{SharedKeys, Tenants};
+use crate::profiles::Profiles;
+use crate::tenancy::files::FileRoots;
+use crate::tenancy::links::{LiveLinks, PublicUrl};
+use crate::tenancy::{SharedKeys, Tenants};
 use crate::tools::{Ctx, Registry};
 use crate::web::WebService;
 
@@ -58,38 +59,10 @@ impl App {
     /// Builds the service (connecting to PostgreSQL when configured). Must run inside a tokio
     /// runtime (it starts the idle-session reaper).
     pub async fn new(config: Config) -> anyhow::Result<Self> {
-        let mut config = config;
-        let database = match &config.database_url {
-            Some(url) => Some(Database::connect(url).await?),
-            None => None,
-        };
-        let shared_keys = match &database {
-            Some(database) => {
-                let keys = SharedKeys::open(database.clone()).await?;
-                config.keys.extend(keys.entries().await?);
-                Some(keys)
-            }
-            None => None,
-        };
-        config.check_exposure()?;
+        let (config, database, shared_keys) = with_shared_keys(config).await?;
         let config = Arc::new(config);
         let tenants = Arc::new(Tenants::from_config(&config)?);
-        let removed: usize = tenants
-            .all()
-            .iter()
-            .map(|tenant| {
-                let dir = tenant.data_dir(&config.data_dir);
-                crate::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
-            })
-            .sum();
-        if removed > 0 {
-            tracing::info!(
-                removed,
-                "removed temp files of profile saves that never finished"
-            );
-        }
-        crate::browser::remove_abandoned_browser_dirs();
-        crate::browser::remove_abandoned_uploads(&config.data_dir);
+        remove_leftovers(&config, &tenants);
         // The service's policy; sessions and fetches run under their tenant's, which narrows it.
         let policy = tenants.operator().policy().clone();
         let web = Arc::new(WebService::new(&config, policy.clone())?);
@@ -105,16 +78,10 @@ impl App {
         }
         let instance = instance_id();
         let cluster = match (&database, &config.instance_url) {
-            (Some(database), Some(url)) => Some(
-                Cluster::join(
-                    database.clone(),
-                    instance.clone(),
-                    url.clone(),
-                    stop.clone(),
-                    &tasks,
-                )
-                .await?,
-            ),
+            (Some(database), Some(url)) => {
+                let (database, me) = (database.clone(), instance.clone());
+                Some(Cluster::join(database, me, url.clone(), stop.clone(), &tasks).await?)
+            }
             _ => None,
         };
         let crawler = Crawler::open(
@@ -137,12 +104,7 @@ impl App {
             .await?,
         );
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
-        let live_secret =
-            LiveLinks::secret(config.live_secret.as_deref(), database.as_ref()).await?;
-        let live_links = Arc::new(LiveLinks::new(
-            live_secret,
-            Duration::from_secs(config.live_link_secs),
-        ));
+        let live_links = Arc::new(live_links(&config, database.as_ref()).await?);
         let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));
         let registry = Arc::new(Registry::new(Ctx {
             config: config.clone(),
@@ -154,11 +116,7 @@ impl App {
             tenants: tenants.clone(),
             live_links: live_links.clone(),
             public_url: public_url.clone(),
-            profiles: crate::profiles::Profiles::open(
-                &config.data_dir,
-                database.clone(),
-                config.profile_key.as_deref(),
-            )?,
+            profiles: Profiles::open(&config.data_dir, database, config.profile_key.as_deref())?,
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
@@ -205,6 +163,57 @@ pub fn load_config(args: &ConfigArgs) -> anyhow::Result<Config> {
     // The operator's policy and rates, and every key's.
     Tenants::from_config(&config)?;
     Ok(config)
+}
+
+/// Connects to PostgreSQL when configured and adds the keys added there to the configured ones.
+async fn with_shared_keys(
+    mut config: Config,
+) -> anyhow::Result<(Config, Option<Database>, Option<SharedKeys>)> {
+    let database = match &config.database_url {
+        Some(url) => Some(Database::connect(url).await?),
+        None => None,
+    };
+    let shared_keys = match &database {
+        Some(database) => {
+            let keys = SharedKeys::open(database.clone()).await?;
+            config.keys.extend(keys.entries().await?);
+            Some(keys)
+        }
+        None => None,
+    };
+    config.check_exposure()?;
+    Ok((config, database, shared_keys))
+}
+
+/// What earlier runs left behind: temp files of profile saves that never finished (they hold
+/// plaintext cookies), Chromium profiles and staged uploads of processes that are gone.
+fn remove_leftovers(config: &Config, tenants: &Tenants) {
+    let removed: usize = tenants
+        .all()
+        .iter()
+        .map(|tenant| {
+            let dir = tenant.data_dir(&config.data_dir);
+            crate::profiles::ProfileStore::new(&dir, None).remove_abandoned_temps()
+        })
+        .sum();
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed temp files of profile saves that never finished"
+        );
+    }
+    crate::browser::remove_abandoned_browser_dirs();
+    crate::browser::remove_abandoned_uploads(&config.data_dir);
+}
+
+/// Live-view links, signed with the configured secret, else the one instances sharing
+/// `database` share, else one of this process.
+async fn live_links(config: &Config, database: Option<&Database>) -> anyhow::Result<LiveLinks> {
+    let secret = LiveLinks::secret(config.live_secret.as_deref(), database).await?;
+    Ok(LiveLinks::new(
+        secret,
+        Duration::from_secs(config.live_link_secs),
+    ))
 }
 
 /// A fresh instance name: 8 random hex digits.

@@ -378,8 +378,8 @@ async fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
     let file = KeysFile::read(&path)?;
     let shared = match &config.database_url {
         Some(url) => {
-            let database = crate::postgres::Database::connect(url).await?;
-            Some(crate::tenant::SharedKeys::open(database).await?)
+            let database = crate::db::postgres::Database::connect(url).await?;
+            Some(crate::tenancy::SharedKeys::open(database).await?)
         }
         None => None,
     };
@@ -394,15 +394,15 @@ async fn keys(config: &Config, action: KeysAction) -> anyhow::Result<ExitCode> {
             }
         }
         KeysAction::Add { name } => {
-            crate::tenant::check_tenant_name(&name).map_err(anyhow::Error::msg)?;
+            crate::tenancy::check_tenant_name(&name).map_err(anyhow::Error::msg)?;
             let taken = || anyhow::anyhow!("tenant {name:?} already has a key");
             if entries.iter().any(|entry| entry.tenant == name) {
                 return Err(taken());
             }
-            let key = crate::tenant::new_key();
+            let key = crate::tenancy::new_key();
             let entry = KeyEntry {
                 tenant: name.clone(),
-                sha256: crate::tenant::key_hash_hex(&key),
+                sha256: crate::tenancy::key_hash_hex(&key),
                 ..KeyEntry::default()
             };
             let place = match &shared {

@@ -141,6 +141,6 @@ fn every_setting_of_the_file_is_described() {
 fn the_example_loads_as_a_service_would() {
     let config: Config = toml::from_str(reference::EXAMPLE).unwrap();
     config.validate().unwrap();
-    webpilot::tenant::Tenants::from_config(&config).unwrap();
+    webpilot::tenancy::Tenants::from_config(&config).unwrap();
     assert!(committed().contains(reference::EXAMPLE));
 }

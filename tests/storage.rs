@@ -7,9 +7,9 @@ use base64::Engine;
 use common::postgres;
 use serde_json::json;
 use webpilot::agent::conversations::{Conversations, NewConversation, Record};
+use webpilot::db::postgres::Database;
 use webpilot::error::ErrorCode;
 use webpilot::ids::TenantName;
-use webpilot::postgres::Database;
 use webpilot::profiles::{self, OriginStorage, Profile, ProfileStore, SavedCookie};
 
 async fn database() -> Option<Database> {

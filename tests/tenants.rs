@@ -13,7 +13,7 @@ use common::{Harness, Trap};
 use reqwest::Method;
 use serde_json::{Value, json};
 use webpilot::config::KeyEntry;
-use webpilot::tenant::key_hash_hex;
+use webpilot::tenancy::key_hash_hex;
 
 const ALICE: &str = "alice-key-5d1f0c9a7e3b2468";
 const BOB: &str = "bob-key-8c2e4a6f1b3d5790";

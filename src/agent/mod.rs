@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use crate::config::LlmConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::SessionName;
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput};
 use conversations::{Record, Recorder};
 use llm::{Delta, LlmClient, ToolCall, Turn};

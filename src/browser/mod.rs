@@ -18,7 +18,7 @@ mod guard;
 mod identity;
 mod input;
 mod link;
-pub mod live;
+pub use session::live;
 mod memory;
 mod navigation;
 mod pool;
@@ -28,7 +28,6 @@ mod settle;
 mod snapshot;
 mod storage;
 mod tab;
-mod warm;
 
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};

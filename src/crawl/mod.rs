@@ -26,10 +26,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::CrawlConfig;
+use crate::db::postgres::Database;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
-use crate::postgres::Database;
-use crate::tenant::{Tenant, Tenants};
+use crate::tenancy::{Tenant, Tenants};
 use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskRow};
 
 /// Events buffered per subscriber before a slow one starts missing them.

@@ -19,7 +19,7 @@ use url::Url;
 use crate::browser::{Blocked, BrowserService, Destination, Form, Scope};
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 use crate::web::client::Fetched;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
 use crate::web::pdf::{self, PdfInfo};

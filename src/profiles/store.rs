@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Profile;
+use crate::db::postgres::{Database, Migration};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::TenantName;
-use crate::postgres::{Database, Migration};
 
 /// Environment variable holding the key that encrypts profiles at rest (32 bytes, as 64 hex
 /// digits or base64). Without it profiles are plain JSON, protected by file mode 0600.

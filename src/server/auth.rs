@@ -18,8 +18,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::{ErrorCode, ToolError};
-use crate::rate::{Quota, RateLimiter};
-use crate::tenant::{Tenant, Tenants};
+use crate::tenancy::rate::{Quota, RateLimiter};
+use crate::tenancy::{Tenant, Tenants};
 use crate::tools::Registry;
 
 /// Failed authentications a client address may make, refilled over a minute.

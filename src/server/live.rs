@@ -26,9 +26,9 @@ use crate::browser::TabInfo;
 use crate::browser::live::{
     Control, HandoffState, LiveHub, LiveTab, LiveTabs, RemoteInput, Watching,
 };
-use crate::capability::{Grant, Refusal};
 use crate::error::ToolResult;
 use crate::ids::SessionId;
+use crate::tenancy::links::{Grant, Refusal};
 
 const PAGE: &str = include_str!("live.html");
 /// How long "Take control" waits for the agent's current call to end.
@@ -277,13 +277,7 @@ impl Viewer {
                 frame = next_frame(&mut self.watching) => match frame {
                     Some(frame) => {
                         changed = false;
-                        if (frame.width, frame.height) != self.last_size {
-                            self.last_size = (frame.width, frame.height);
-                            outgoing.push(Message::Text(text(json!({
-                                "type": "size", "width": frame.width, "height": frame.height,
-                            }))));
-                        }
-                        outgoing.push(Message::Binary(frame.jpeg.clone().into()));
+                        self.show_frame(&frame, &mut outgoing);
                     }
                     None => self.watching = None,
                 },
@@ -303,26 +297,12 @@ impl Viewer {
                     }
                 }
                 _ = refresh.tick() => {
-                    let still_live = app
-                        .browser
-                        .live(&self.session)
-                        .is_some_and(|hub| Arc::ptr_eq(&hub, &self.hub));
-                    if !still_live {
+                    if !self.refresh().await {
                         let _ = sink.send(notice("The session has closed.")).await;
                         break;
                     }
-                    if let Some(control) = self.control.as_mut() {
-                        control.touch();
-                        let _ = control.sync_tabs().await;
-                    }
                 }
-                _ = renew.tick() => {
-                    let (cap, grant) = app.live_links.mint(&self.session);
-                    outgoing.push(Message::Text(text(json!({
-                        "type": "link", "cap": cap,
-                        "expires_at": crate::capability::rfc3339(grant.expires_at),
-                    }))));
-                }
+                _ = renew.tick() => outgoing.push(self.renewed_link()),
                 () = app.stop.cancelled() => break,
             }
             if changed && let Some(state) = self.state_if_changed().await {
@@ -334,6 +314,41 @@ impl Viewer {
                 }
             }
         }
+    }
+
+    /// A frame for the page, after its size when that changed.
+    fn show_frame(&mut self, frame: &crate::browser::live::Frame, outgoing: &mut Vec<Message>) {
+        if (frame.width, frame.height) != self.last_size {
+            self.last_size = (frame.width, frame.height);
+            outgoing.push(Message::Text(text(json!({
+                "type": "size", "width": frame.width, "height": frame.height,
+            }))));
+        }
+        outgoing.push(Message::Binary(frame.jpeg.clone().into()));
+    }
+
+    /// Whether the session is still the one this viewer watches; a person's control keeps it
+    /// from being reaped and its tabs current.
+    async fn refresh(&mut self) -> bool {
+        let still_live = self
+            .app
+            .browser
+            .live(&self.session)
+            .is_some_and(|hub| Arc::ptr_eq(&hub, &self.hub));
+        if still_live && let Some(control) = self.control.as_mut() {
+            control.touch();
+            let _ = control.sync_tabs().await;
+        }
+        still_live
+    }
+
+    /// A fresh link for the page to keep (the one it was opened with expires).
+    fn renewed_link(&self) -> Message {
+        let (cap, grant) = self.app.live_links.mint(&self.session);
+        Message::Text(text(json!({
+            "type": "link", "cap": cap,
+            "expires_at": crate::tenancy::links::rfc3339(grant.expires_at),
+        })))
     }
 
     /// Handles one message of the viewer's page; returns whether the viewer's state may have

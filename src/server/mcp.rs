@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::ids::SessionName;
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 use crate::tools::{Caller, HandoffProgress};
 
 /// One MCP connection's view of the service.

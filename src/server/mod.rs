@@ -50,6 +50,7 @@ pub fn router(app: App) -> Router {
         .merge(live::routes(app.clone()))
         .merge(console::routes())
         .nest_service("/mcp", mcp)
+        .merge(openapi::routes(&app))
         .merge(rest::routes(app))
         // Inside auth: a forwarded call carries the caller's key and is checked again there.
         .layer(axum::middleware::from_fn_with_state(

@@ -32,7 +32,7 @@ use crate::tools::{Registry, ToolSpec};
         super::rest::list_tools,
         super::rest::tool_prompt,
         super::rest::metrics,
-        super::rest::openapi,
+        description,
         super::chat::chat,
         super::conversations::create,
         super::conversations::list,
@@ -72,6 +72,26 @@ pub(super) struct SseEvent {
 const BEARER: &str = "bearer";
 
 /// The complete description, as JSON.
+/// `GET /api/openapi.json`: the description, made once.
+pub(super) fn routes(app: &crate::app::App) -> axum::Router {
+    let made =
+        axum::body::Bytes::from(document(&app.registry, app.tenants.auth_required()).to_string());
+    axum::Router::new()
+        .route("/api/openapi.json", axum::routing::get(description))
+        .layer(axum::Extension(made))
+}
+
+/// This description.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "service",
+    responses((status = 200, description = "OpenAPI 3.1 description.", body = Object)))]
+async fn description(
+    axum::Extension(description): axum::Extension<axum::body::Bytes>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
+    (json, description).into_response()
+}
+
 pub(super) fn document(registry: &Registry, token_required: bool) -> Value {
     let mut document = FixedRoutes::openapi();
     let tools = registry.specs();

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 
 use super::auth::CallerTenant;
 use super::reply::{error_with_status, parse_body};
-use crate::ids::SessionName;
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
+use crate::ids::SessionName;
 use crate::metrics::Gauge;
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 use crate::tools::{Caller, ToolOutput};
 
 /// The largest tool call body: room for an inline file of `files.max_bytes` in base64 (4 bytes
@@ -39,9 +39,6 @@ pub(super) fn tool_body_limit(app: &App) -> usize {
 pub const SESSION_HEADER: &str = "x-webpilot-session";
 
 pub(super) fn routes(app: App) -> Router {
-    let description = Bytes::from(
-        super::openapi::document(&app.registry, app.tenants.auth_required()).to_string(),
-    );
     Router::new()
         .route("/healthz", get(health))
         .route("/api/tools", get(list_tools))
@@ -50,11 +47,9 @@ pub(super) fn routes(app: App) -> Router {
             "/api/tools/{name}",
             post(call_tool).layer(DefaultBodyLimit::max(tool_body_limit(&app))),
         )
-        .route("/api/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(Extension(description))
         .with_state(app)
 }
 
@@ -87,13 +82,6 @@ async fn list_tools(State(app): State<App>) -> Json<Value> {
     responses((status = 200, description = "Usage guides.", body = String, content_type = "text/plain")))]
 async fn tool_prompt(State(app): State<App>) -> String {
     app.registry.prompt()
-}
-
-/// This description.
-#[utoipa::path(get, path = "/api/openapi.json", tag = "service",
-    responses((status = 200, description = "OpenAPI 3.1 description.", body = Object)))]
-async fn openapi(Extension(description): Extension<Bytes>) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], description).into_response()
 }
 
 /// Prometheus text: tool calls and latencies, live sessions, browser restarts, egress refusals,

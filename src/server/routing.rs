@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::rest::SESSION_HEADER;
 use crate::app::App;
-use crate::cluster::{Cluster, Holder};
+use crate::db::cluster::{Cluster, Holder};
 use crate::error::{ErrorCode, ToolError};
 use crate::ids::{SessionId, SessionName};
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 use crate::tools::Scope;
 
 /// Marks a call another instance sent on (its value: the instances' shared mark): it runs here,

@@ -16,10 +16,10 @@ use serde_json::{Map, Value, json};
 
 use super::auth::CallerTenant;
 use super::reply::parse_body_as;
-use crate::ids::{SessionId, SessionName};
 use crate::app::App;
 use crate::browser::{Identity, SessionExtras, SessionSummary};
 use crate::error::{ErrorBody, ErrorCode, ToolError};
+use crate::ids::{SessionId, SessionName};
 
 /// Shortest and longest idle limit a private session may ask for, in seconds.
 const IDLE_SECS: (u64, u64) = (10, 86_400);

@@ -22,7 +22,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::{MAX_SESSION_NAME, SessionId, SessionName};
 use crate::metrics::Metrics;
 use crate::policy::UrlPolicy;
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 
 /// Bounds of every `timeout_ms` (but a wait for a person's).
 const MIN_TIMEOUT_MS: u64 = 100;
@@ -162,7 +162,7 @@ impl<'a> Call<'a> {
             })?;
         Ok(LiveLink {
             live_url: url,
-            expires_at: crate::capability::rfc3339(grant.expires_at),
+            expires_at: crate::tenancy::links::rfc3339(grant.expires_at),
         })
     }
 

@@ -12,9 +12,9 @@ use super::navigate::checked_url;
 use super::{Call, Scope, SessionField, Tool};
 use crate::browser::{Destination, SessionGuard};
 use crate::error::{ToolError, ToolResult};
-use crate::files::FileRoots;
 use crate::profiles::{self, CookieFormat, Profile, ProfileStore, SavedCookie};
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
+use crate::tenancy::files::FileRoots;
 
 const GUIDE: &str = "browser_cookies keeps logins: export saves the session's cookies and \
 localStorage as profile `name`; ensure_login checks `check` (url + text/selector/not_text/\

@@ -11,7 +11,6 @@
 mod call;
 mod cookies;
 mod crawl;
-mod handoff;
 mod interact;
 mod navigate;
 mod open_web_page;
@@ -34,15 +33,15 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::browser::BrowserService;
-use crate::capability::{LiveLinks, PublicUrl};
 use crate::config::Config;
 use crate::crawl::Crawler;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::files::FileRoots;
 use crate::ids::SessionName;
 use crate::metrics::Metrics;
 use crate::pages::Pages;
-use crate::tenant::{Tenant, Tenants};
+use crate::tenancy::files::FileRoots;
+use crate::tenancy::links::{LiveLinks, PublicUrl};
+use crate::tenancy::{Tenant, Tenants};
 use crate::web::WebService;
 
 pub use call::{Call, LiveLink, PersonTimeoutMs, SessionField, TimeoutMs};

@@ -18,9 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::db::postgres::Database;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::TenantName;
-use crate::postgres::Database;
 use crate::tools::Image;
 
 /// Prefix of an image reference inside a stored message.

@@ -7,7 +7,7 @@ use super::{
     Conversation, ConversationStore, Record, StoredMessage, Turn, message_columns, stored_message,
     tools_column, tools_of,
 };
-use crate::postgres::{Database, Migration};
+use crate::db::postgres::{Database, Migration};
 
 const MIGRATIONS: [Migration; 1] = [(
     1,

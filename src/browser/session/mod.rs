@@ -5,9 +5,11 @@
 //! sits behind an async mutex held for a whole tool call); different sessions run in parallel.
 
 mod guard;
+pub mod live;
 mod open;
 mod registry;
 mod sweep;
+mod warm;
 
 use crate::sync::Locked;
 use std::collections::{HashMap, HashSet};
@@ -31,7 +33,6 @@ use tokio_util::task::TaskTracker;
 use super::admission::{Admission, AdmissionStats, Ticket};
 use super::guard::DocumentGuard;
 use super::identity::Identity;
-use super::live::{Control, LiveHub, LiveStats, LiveTab, LiveTabs};
 use super::memory::MemoryGauge;
 use super::pool::{BrowserHandle, BrowserPool};
 use super::tab::Tab;
@@ -40,8 +41,9 @@ use crate::egress::{Blocked, Lane, NO_BYPASS};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::{SessionId, SessionName, TenantName};
 use crate::policy::UrlPolicy;
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 pub(super) use guard::list_pages;
+use live::{Control, LiveHub, LiveStats, LiveTab, LiveTabs};
 
 /// The browser side of the service: the pool and the sessions living in it.
 pub struct BrowserService {
@@ -68,7 +70,7 @@ pub struct BrowserService {
     /// The live views' counters.
     live: Arc<LiveStats>,
     /// Scratch sessions made ahead for renders.
-    warm: super::warm::WarmSessions,
+    warm: warm::WarmSessions,
 }
 
 /// Where a new session lives: its live side and its browser endpoint.

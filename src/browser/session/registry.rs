@@ -88,7 +88,7 @@ impl BrowserService {
     }
 
     /// The warm sessions.
-    pub(in crate::browser) fn warm(&self) -> &crate::browser::warm::WarmSessions {
+    pub(super) fn warm(&self) -> &warm::WarmSessions {
         &self.warm
     }
 

@@ -12,9 +12,9 @@ use super::{
     stored_outcome, stored_task,
 };
 use crate::crawl::TaskStatus;
+use crate::db::postgres::{Database, Migration};
 use crate::error::ToolError;
 use crate::pages::Page;
-use crate::postgres::{Database, Migration};
 
 /// The channel every instance listens on for crawl events.
 pub const CHANNEL: &str = "webpilot_crawl";

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::session::{BrowserService, SessionGuard};
-use crate::tenant::Tenant;
+use super::{BrowserService, SessionGuard};
+use crate::tenancy::Tenant;
 
 /// How long a warm session waits for a render before it is closed.
 const WARM_FOR: Duration = Duration::from_secs(20);

@@ -26,8 +26,8 @@ pub use handoff::{HandedBack, Handoff, HandoffState, Until};
 pub use remote_input::{Button, KeyKind, MouseKind, RemoteInput};
 pub use screencast::{Frame, Watching};
 
-use super::pool::BrowserHandle;
-use super::session::{SessionGuard, TabInfo};
+use super::{SessionGuard, TabInfo};
+use crate::browser::pool::BrowserHandle;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
 /// Counters of every live view of the service, for `/metrics`.
@@ -112,9 +112,7 @@ impl LiveTabs {
         let Some(first) = self.tabs.first() else {
             return Vec::new();
         };
-        let pages = super::session::list_pages(&first.browser)
-            .await
-            .unwrap_or_default();
+        let pages = super::list_pages(&first.browser).await.unwrap_or_default();
         self.tabs
             .iter()
             .filter_map(|tab| {

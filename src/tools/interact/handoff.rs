@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::interact::InteractArgs;
-use super::{Call, HandoffProgress};
+use super::InteractArgs;
 use crate::browser::live::{HandedBack, Handoff, Until};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::tools::{Call, HandoffProgress};
 
 /// How often a waiting hand-off reports to the front (MCP clients that reset their timeout on
 /// progress need one at least every 10 s).
@@ -34,9 +34,7 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
     let open = hub.pending_handoff();
     let handoff = match open {
         // `wait`, or a second `handoff` without a message of its own: the open one goes on.
-        Some(open) if args.message.is_none() || args.action == super::interact::Action::Wait => {
-            open
-        }
+        Some(open) if args.message.is_none() || args.action == super::Action::Wait => open,
         _ => hub.begin_handoff(Handoff {
             message: args
                 .message
@@ -79,7 +77,7 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
     let handed_back = match outcome {
         Some(outcome) => outcome,
         // Only a `wait` on a hand-off that runs longer than the wait ends here.
-        None if args.action == super::interact::Action::Wait => {
+        None if args.action == super::Action::Wait => {
             return Err(ToolError::new(
                 ErrorCode::Timeout,
                 format!("the person has not finished yet ({})", handoff.message),

@@ -26,9 +26,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, KeyEntry};
+use crate::db::postgres::{Database, Migration};
 use crate::policy::UrlPolicy;
-use crate::postgres::{Database, Migration};
-use crate::rate::RateLimiter;
+use crate::tenancy::rate::RateLimiter;
 
 const KEY_MIGRATIONS: [Migration; 1] = [(
     1,

@@ -9,13 +9,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Call, PersonTimeoutMs, Scope, SessionField, Tool, handoff};
+mod handoff;
+
 use crate::browser::live::HandedBack;
 use crate::browser::{
     Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
+use crate::tools::{Call, PersonTimeoutMs, Scope, SessionField, Tool};
 
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
 click, type (clear, submit; also sets dates 2027-03-15, times 13:45, colours #rrggbb, numbers; \
@@ -94,7 +96,7 @@ pub struct InlineFile {
     pub base64: String,
 }
 
-impl super::call::Shared for InteractArgs {
+impl crate::tools::call::Shared for InteractArgs {
     fn session(&self) -> Option<&str> {
         self.session.as_ref().map(|name| name.0.as_str())
     }

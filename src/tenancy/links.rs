@@ -14,8 +14,8 @@ use data_encoding::BASE64URL_NOPAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use crate::db::postgres::Database;
 use crate::ids::{SessionId, SessionName, TenantName};
-use crate::postgres::Database;
 
 /// The name of the live-link secret among the shared secrets.
 const LIVE_SECRET: &str = "live_links";

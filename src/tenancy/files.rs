@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::FilesConfig;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tenant::Tenant;
+use crate::tenancy::Tenant;
 
 /// Where tools may read server files, and how much.
 #[derive(Debug, Clone)]
@@ -260,12 +260,12 @@ mod tests {
         let config = crate::config::Config {
             keys: vec![crate::config::KeyEntry {
                 tenant: name.into(),
-                sha256: crate::tenant::key_hash_hex(name),
+                sha256: crate::tenancy::key_hash_hex(name),
                 ..Default::default()
             }],
             ..Default::default()
         };
-        let tenants = crate::tenant::Tenants::from_config(&config).unwrap();
+        let tenants = crate::tenancy::Tenants::from_config(&config).unwrap();
         tenants.named(&crate::ids::TenantName::keyed(name)).unwrap()
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::postgres::{Database, Migration};
+use crate::db::postgres::{Database, Migration};
 
 /// How often an instance says it is alive.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
@@ -203,7 +203,7 @@ impl Cluster {
     /// The holder a session's record names; a dead instance's record is dropped (`Gone`).
     async fn recorded(
         &self,
-        client: &crate::postgres::Client,
+        client: &crate::db::postgres::Client,
         id: &SessionId,
     ) -> anyhow::Result<Option<Holder>> {
         let Some((instance, url, alive)) = Self::record(client, id).await? else {
@@ -255,7 +255,7 @@ impl Cluster {
 
     /// A session's record: its instance, that instance's URL and whether it is alive.
     async fn record(
-        client: &crate::postgres::Client,
+        client: &crate::db::postgres::Client,
         id: &SessionId,
     ) -> anyhow::Result<Option<(String, Option<String>, bool)>> {
         let row = client
