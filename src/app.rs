@@ -12,6 +12,7 @@ use crate::agent::conversations::Conversations;
 use crate::browser::BrowserService;
 use crate::config::{Config, ConfigArgs};
 use crate::crawl::Crawler;
+use crate::db::Storage;
 use crate::db::cluster::Cluster;
 use crate::db::postgres::Database;
 use crate::pages::Pages;
@@ -52,9 +53,6 @@ pub struct App {
 /// How long shutdown waits for background work to notice it and end.
 const TASKS_GRACE: Duration = Duration::from_secs(5);
 
-/// The SQLite file of crawl tasks and conversations, in the data dir.
-const DATABASE_FILE: &str = "webpilot.db";
-
 impl App {
     /// Builds the service (connecting to PostgreSQL when configured). Must run inside a tokio
     /// runtime (it starts the idle-session reaper).
@@ -84,9 +82,9 @@ impl App {
             }
             _ => None,
         };
+        let storage = Storage::open(database.as_ref(), &config.data_dir)?;
         let crawler = Crawler::open(
-            &config.data_dir.join(DATABASE_FILE),
-            database.clone(),
+            &storage,
             instance.clone(),
             config.crawl.clone(),
             pages.clone(),
@@ -95,14 +93,7 @@ impl App {
             tasks.clone(),
         )
         .await?;
-        let conversations = Arc::new(
-            Conversations::open(
-                database.as_ref(),
-                &config.data_dir.join(DATABASE_FILE),
-                &config.data_dir,
-            )
-            .await?,
-        );
+        let conversations = Arc::new(Conversations::open(&storage, &config.data_dir).await?);
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let live_links = Arc::new(live_links(&config, database.as_ref()).await?);
         let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));

@@ -114,12 +114,12 @@ impl SessionName {
             .transpose()
     }
 
-    /// The session a call runs in, the same for every front: the one the call names, else the
-    /// front's own (a REST session header, a chat's session, an MCP connection's), else
-    /// `default`.
+    /// The session a call runs in, the same for every front: the one the call names (which
+    /// must be a name: an empty one is refused, not ignored), else the front's own (a REST
+    /// session header, a chat's session, an MCP connection's), else `default`.
     pub fn choose(named: Option<&str>, front: Option<&SessionName>) -> ToolResult<Self> {
-        match Self::parse_optional(named)? {
-            Some(name) => Ok(name),
+        match named {
+            Some(name) => Self::parse_callers(name),
             None => Ok(front.cloned().unwrap_or_else(Self::default_session)),
         }
     }
@@ -239,8 +239,8 @@ mod tests {
         let front = SessionName::new_mcp();
         let chosen = |named| SessionName::choose(named, Some(&front)).unwrap();
         assert_eq!(chosen(Some("mine")).as_str(), "mine");
-        assert_eq!(chosen(Some("")), front);
         assert_eq!(chosen(None), front);
+        assert!(SessionName::choose(Some(""), Some(&front)).is_err());
         let alone = SessionName::choose(None, None).unwrap();
         assert_eq!(alone.as_str(), "default");
         assert!(SessionName::choose(Some("mcp-x"), None).is_err());

@@ -7,6 +7,7 @@ use base64::Engine;
 use common::postgres;
 use serde_json::json;
 use webpilot::agent::conversations::{Conversations, NewConversation, Record};
+use webpilot::db::Storage;
 use webpilot::db::postgres::Database;
 use webpilot::error::ErrorCode;
 use webpilot::ids::TenantName;
@@ -21,9 +22,8 @@ async fn database() -> Option<Database> {
 
 async fn conversations_on(database: Option<&Database>) -> (Conversations, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Conversations::open(database, &dir.path().join("db"), dir.path())
-        .await
-        .unwrap();
+    let storage = Storage::open(database, dir.path()).unwrap();
+    let store = Conversations::open(&storage, dir.path()).await.unwrap();
     (store, dir)
 }
 

@@ -10,9 +10,9 @@ mod store;
 
 pub use model::*;
 
+use crate::db::Storage;
 use crate::sync::Locked;
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::CrawlConfig;
-use crate::db::postgres::Database;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
 use crate::tenancy::{Tenant, Tenants};
@@ -79,8 +78,7 @@ impl Crawler {
     /// unfinished; with a shared store, also takes part in every task another instance starts.
     #[allow(clippy::too_many_arguments)]
     pub async fn open(
-        path: &Path,
-        database: Option<Database>,
+        storage: &Storage,
         owner: String,
         config: CrawlConfig,
         pages: Arc<Pages>,
@@ -88,16 +86,16 @@ impl Crawler {
         stop: CancellationToken,
         tasks: TaskTracker,
     ) -> anyhow::Result<Arc<Self>> {
-        let (store, notices): (Arc<dyn CrawlStore>, _) = match database {
-            Some(database) => {
+        let (store, notices): (Arc<dyn CrawlStore>, _) = match storage {
+            Storage::Shared(database) => {
                 // Listening before looking for tasks: none starts unseen in between.
                 let notices = database.listen(store::CHANNEL, stop.clone());
                 (
-                    Arc::new(PostgresStore::open(database).await?),
+                    Arc::new(PostgresStore::open(database.clone()).await?),
                     Some(notices),
                 )
             }
-            None => (Arc::new(SqliteStore::open(path)?), None),
+            Storage::Embedded(sqlite) => (Arc::new(SqliteStore::open(sqlite.clone())?), None),
         };
         let crawler = Arc::new(Self {
             store,

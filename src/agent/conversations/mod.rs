@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::db::postgres::Database;
+use crate::db::Storage;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::TenantName;
 use crate::tools::Image;
@@ -180,16 +180,16 @@ pub fn no_such_conversation(id: &str) -> ToolError {
 }
 
 impl Conversations {
-    /// The store in PostgreSQL when `database` is given (migrating it), else in the SQLite file
-    /// `sqlite` with image files under `data_dir`.
-    pub async fn open(
-        database: Option<&Database>,
-        sqlite: &std::path::Path,
-        data_dir: &std::path::Path,
-    ) -> anyhow::Result<Self> {
-        let store: Box<dyn ConversationStore> = match database {
-            Some(database) => Box::new(postgres::PostgresStore::open(database.clone()).await?),
-            None => Box::new(sqlite::SqliteStore::open(sqlite, data_dir)?),
+    /// The store in PostgreSQL (migrating it), else in SQLite with image files under
+    /// `data_dir`.
+    pub async fn open(storage: &Storage, data_dir: &std::path::Path) -> anyhow::Result<Self> {
+        let store: Box<dyn ConversationStore> = match storage {
+            Storage::Shared(database) => {
+                Box::new(postgres::PostgresStore::open(database.clone()).await?)
+            }
+            Storage::Embedded(sqlite) => {
+                Box::new(sqlite::SqliteStore::open(sqlite.clone(), data_dir)?)
+            }
         };
         Ok(Self { store })
     }

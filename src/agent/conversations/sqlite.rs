@@ -1,9 +1,9 @@
 //! The embedded engine: conversations in SQLite (`webpilot.db` in the data dir), their images as
 //! files under `<data dir>/conversations/<id>/`.
 
-use crate::sync::Locked;
+use crate::db::sqlite::Sqlite;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -14,8 +14,6 @@ use super::{
 };
 
 const SCHEMA: &str = "
-PRAGMA journal_mode = WAL;
-PRAGMA synchronous = NORMAL;
 CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,
@@ -38,25 +36,21 @@ CREATE TABLE IF NOT EXISTS conversation_messages (
 ";
 
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    sqlite: Sqlite,
     files: PathBuf,
 }
 
 impl SqliteStore {
-    pub fn open(database: &Path, data_dir: &Path) -> anyhow::Result<Self> {
-        if let Some(dir) = database.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let connection = Connection::open(database)?;
-        connection.execute_batch(SCHEMA)?;
+    pub fn open(sqlite: Sqlite, data_dir: &Path) -> anyhow::Result<Self> {
+        sqlite.migrate(SCHEMA, &[])?;
         Ok(Self {
-            connection: Mutex::new(connection),
+            sqlite,
             files: data_dir.join("conversations"),
         })
     }
 
     fn db(&self) -> MutexGuard<'_, Connection> {
-        self.connection.locked()
+        self.sqlite.lock()
     }
 }
 

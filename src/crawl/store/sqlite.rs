@@ -2,9 +2,7 @@
 //! instance. Claims are leases like PostgreSQL's, but the only instance clears them at start,
 //! and its own per-host semaphores keep the host limit.
 
-use crate::sync::Locked;
-use std::path::Path;
-use std::sync::Mutex;
+use crate::db::sqlite::Sqlite;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -19,8 +17,6 @@ use crate::error::ToolError;
 use crate::pages::Page;
 
 const SCHEMA: &str = "
-PRAGMA journal_mode = WAL;
-PRAGMA synchronous = NORMAL;
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
     created_ms INTEGER NOT NULL,
@@ -63,39 +59,23 @@ const MIGRATIONS: [(&str, &str, &str); 3] = [
 ];
 
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    sqlite: Sqlite,
 }
 
 type DbResult<T> = Result<T, rusqlite::Error>;
 
 impl SqliteStore {
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let connection = Connection::open(path)?;
-        connection.execute_batch(SCHEMA)?;
-        for (table, column, migration) in MIGRATIONS {
-            let present: bool = connection.query_row(
-                "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
-                params![table, column],
-                |row| row.get(0),
-            )?;
-            if !present {
-                connection.execute_batch(migration)?;
-            }
-        }
+    pub fn open(sqlite: Sqlite) -> anyhow::Result<Self> {
+        sqlite.migrate(SCHEMA, &MIGRATIONS)?;
         // One instance per file: claims of a previous run died with it.
-        connection.execute_batch(
+        sqlite.lock().execute_batch(
             "UPDATE items SET claimed_by = NULL, lease_until = NULL WHERE claimed_by IS NOT NULL",
         )?;
-        Ok(Self {
-            connection: Mutex::new(connection),
-        })
+        Ok(Self { sqlite })
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connection.locked()
+        self.sqlite.lock()
     }
 
     fn counts_now(db: &Connection, id: &str) -> DbResult<(usize, usize)> {
