@@ -85,6 +85,9 @@ pub(crate) struct Pending {
     /// the frame's own business once its answer arrives or its frame attaches out of process
     /// (whose target then reports the rest).
     pub frame_document: Option<String>,
+    /// The document it belongs to (CDP's loader id): a new document's own requests survive its
+    /// commit whichever of the two events is handled first.
+    pub loader: String,
 }
 
 impl TabEvents {
@@ -122,8 +125,11 @@ impl TabEvents {
         if self.unreachable_url.is_none() {
             self.navigation_failure = None;
         }
+        // The previous document's requests go; the new one's stay, even those whose events
+        // were handled before this commit (the event streams are read in no fixed order).
+        let loader = event.frame.loader_id.inner();
         self.inflight
-            .retain(|_, pending| pending.url == event.frame.url);
+            .retain(|_, pending| pending.url == event.frame.url || &pending.loader == loader);
     }
 
     /// Notes a request of the target whose main frame is `main_frame`.
@@ -147,6 +153,7 @@ impl TabEvents {
                 url: event.request.url.clone(),
                 started: Instant::now(),
                 frame_document,
+                loader: event.loader_id.inner().clone(),
             },
         );
     }
