@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::Profile;
 use crate::db::postgres::{Database, Migration};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::ids::TenantName;
+use crate::tenancy::Tenant;
 
 /// Environment variable holding the key that encrypts profiles at rest (32 bytes, as 64 hex
 /// digits or base64). Without it profiles are plain JSON, protected by file mode 0600.
@@ -47,16 +47,12 @@ impl Profiles {
     }
 
     /// `tenant`'s profiles: rows of its name in PostgreSQL, else files in its data dir.
-    pub fn of(
-        &self,
-        tenant: &TenantName,
-        tenant_data_dir: impl FnOnce(&Path) -> PathBuf,
-    ) -> ProfileStore {
+    pub fn of(&self, tenant: &Tenant) -> ProfileStore {
         match &self.database {
             Some(database) => {
-                ProfileStore::in_database(database.clone(), tenant.stored(), self.key)
+                ProfileStore::in_database(database.clone(), tenant.name().stored(), self.key)
             }
-            None => ProfileStore::new(&tenant_data_dir(&self.data_dir), self.key),
+            None => ProfileStore::new(&tenant.data_dir(&self.data_dir), self.key),
         }
     }
 }

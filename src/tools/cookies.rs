@@ -174,11 +174,7 @@ impl Tool for Cookies {
     const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login (check, load, recheck), list/clear cookies, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
-        let tenant = call.tenant().clone();
-        let store = call
-            .ctx
-            .profiles
-            .of(tenant.name(), |root| tenant.data_dir(root));
+        let store = call.ctx.profiles.of(call.tenant());
         if let Some(name) = &args.name {
             ProfileStore::check_name(name)?;
         }

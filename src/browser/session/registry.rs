@@ -146,18 +146,14 @@ impl BrowserService {
         identity: Identity,
     ) -> ToolResult<()> {
         identity.check()?;
-        if name.is_private()
-            && self
-                .lookup(&SessionId::new(tenant.name().clone(), name.clone()))
-                .is_none()
-        {
+        let id = SessionId::new(tenant.name().clone(), name.clone());
+        if name.is_private() && self.lookup(&id).is_none() {
             return Err(no_such_private_session(name));
         }
         let extras = SessionExtras {
             identity: identity.clone(),
             ..SessionExtras::default()
         };
-        let id = SessionId::new(tenant.name().clone(), name.clone());
         self.admit(tenant, id, extras, |existing| {
             if existing.identity == identity {
                 return Ok(existing.clone());
