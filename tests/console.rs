@@ -210,6 +210,48 @@ async fn tool_and_model_errors_show_and_the_console_stays_usable() {
 }
 
 #[tokio::test]
+async fn a_late_reload_of_the_previous_conversation_does_not_take_the_new_one_back() {
+    let person = "console-race";
+    open_console(person, "/").await;
+    // The reload of the previous conversation (what the console does after each answer) is held
+    // by the page's own fetch until "New conversation" has finished, then let through.
+    let outcome = evaluate(
+        person,
+        "(async () => { \
+           const previous = (await newConversation()).id; \
+           let release; const gate = new Promise((r) => { release = r; }); \
+           const realFetch = window.fetch; \
+           window.fetch = (url, options) => String(url).endsWith('/api/conversations/' + previous) \
+             ? gate.then(() => realFetch(url, options)) : realFetch(url, options); \
+           const reload = openConversation(previous); \
+           const created = (await newConversation()).id; \
+           release(); await reload; window.fetch = realFetch; \
+           return { previous, created, current, \
+             marked: document.querySelector('#conversations li[aria-current=\"true\"]')?.dataset.id }; })()",
+    )
+    .await;
+    assert_ne!(outcome["previous"], outcome["created"], "{outcome}");
+    assert_eq!(outcome["current"], outcome["created"], "{outcome}");
+    assert_eq!(outcome["marked"], outcome["created"], "{outcome}");
+    // And the next message goes to the new conversation.
+    ask(person, "busy").await;
+    says(person, "Answered after a retry.").await;
+    let id = outcome["created"].as_str().unwrap();
+    let stored = client()
+        .get(format!("{}/api/conversations/{id}", service().api))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored["messages"][0]["message"]["content"], "busy",
+        "{stored:#}"
+    );
+}
+
+#[tokio::test]
 async fn markup_in_page_titles_and_answers_is_shown_as_text() {
     let person = "console-xss";
     open_console(person, "/").await;
