@@ -145,6 +145,8 @@ struct Prepared {
     lang: String,
     #[serde(default)]
     before: String,
+    #[serde(default)]
+    password: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,13 +172,19 @@ impl Tab {
         submit: bool,
     ) -> ToolResult<FieldCheck> {
         let replace = clear && !text.is_empty();
-        let prepare = format!("(el) => ({PREPARE_JS})(el, {clear}, {replace})");
+        let prepare = format!(
+            "(el) => Object.assign(({PREPARE_JS})(el, {clear}, {replace}), {{ password: el.type === 'password' }})"
+        );
         let prepared: Prepared = serde_json::from_value(self.on_element(ref_id, &prepare).await?)
             .map_err(|e| {
             ToolError::internal(format!("unexpected answer while focusing: {e}"))
         })?;
         if let Some(problem) = prepared.problem {
             return Err(not_typable(ref_id, &problem));
+        }
+        if prepared.password {
+            // What the page sends with it (a form post, a fetch) must not show it either.
+            self.log().remember_secret(text);
         }
         let expected = match prepared.set.as_deref().and_then(ValueKind::of) {
             Some(kind) => {

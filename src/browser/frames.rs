@@ -28,10 +28,13 @@ use chromiumoxide::cdp::js_protocol::runtime::{
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::frame_traffic::Traffic;
 use super::guard::DocumentGuard;
 use super::link::{CdpLink, CdpTarget, LinkEvent};
+use super::observe::{Origin, TabLog};
 use super::pool::BrowserHandle;
-use super::tab::{AGENT_JS, TabEvents, answer_dialog, lock};
+use super::tab::{AGENT_JS, TabEvents, lock};
+use super::watcher::answer_dialog;
 use crate::error::ToolResult;
 
 /// A document of the tab the tools can read and act in.
@@ -85,6 +88,8 @@ impl RemoteFrame {
 #[derive(Default)]
 struct Registry {
     frames: Vec<RemoteFrame>,
+    /// Workers of the page and its frames, by session: their script URL.
+    workers: HashMap<String, String>,
     /// Owner elements already tagged with their frame's key, by frame id, with the owner's
     /// object id (valid in the owner's session) for positioning.
     owners: HashMap<String, String>,
@@ -127,12 +132,14 @@ impl Frames {
         page: &Page,
         guard: Arc<DocumentGuard>,
         events: Arc<Mutex<TabEvents>>,
+        log: Arc<Mutex<TabLog>>,
         scripts: InitScripts,
     ) -> Self {
         let registry = Arc::new(Mutex::new(Registry::default()));
         let watched = Watched {
             registry: registry.clone(),
             events,
+            log,
             guard,
             scripts,
         };
@@ -326,16 +333,24 @@ fn lock_registry(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Regist
     registry.locked()
 }
 
-/// Iframes only; workers and the like stay unattached (and unpaused).
+/// Target types auto-attached: frames (set up like the tab) and workers (whose requests and
+/// console the tab's log records).
+const ATTACHED: [&str; 4] = ["iframe", "worker", "shared_worker", "service_worker"];
+
+/// Iframes and workers; anything else stays unattached (and unpaused).
 fn auto_attach() -> SetAutoAttachParams {
+    let entries: Vec<FilterEntry> = ATTACHED
+        .iter()
+        .map(|kind| FilterEntry {
+            exclude: Some(false),
+            r#type: Some((*kind).into()),
+        })
+        .collect();
     SetAutoAttachParams {
         auto_attach: true,
         wait_for_debugger_on_start: true,
         flatten: Some(true),
-        filter: Some(TargetFilter::new(vec![FilterEntry {
-            exclude: Some(false),
-            r#type: Some("iframe".into()),
-        }])),
+        filter: Some(TargetFilter::new(entries)),
     }
 }
 
@@ -343,6 +358,7 @@ fn auto_attach() -> SetAutoAttachParams {
 struct Watched {
     registry: Arc<Mutex<Registry>>,
     events: Arc<Mutex<TabEvents>>,
+    log: Arc<Mutex<TabLog>>,
     guard: Arc<DocumentGuard>,
     scripts: InitScripts,
 }
@@ -357,13 +373,33 @@ async fn watch(
     let Watched {
         registry,
         events,
+        log,
         guard,
         scripts,
     } = watched;
+    let lane = guard.lane().cloned();
     while let Some(LinkEvent { session, event }) = receiver.recv().await {
         let target = || CdpTarget::Session(link.clone(), session.clone());
-        let key = |id: &str| format!("{session}/{id}");
+        let traffic = Traffic {
+            target: target(),
+            events: &events,
+            log: &log,
+            lane: lane.as_deref(),
+            origin: origin_of(&registry, &session),
+        };
+        if traffic.record(&event) {
+            continue;
+        }
         match event {
+            CdpEvent::TargetAttachedToTarget(attached)
+                if attached.target_info.r#type != "iframe" =>
+            {
+                let child = attached.session_id.inner().clone();
+                lock_registry(&registry)
+                    .workers
+                    .insert(child.clone(), attached.target_info.url.clone());
+                tokio::spawn(super::frame_traffic::prepare_worker(link.clone(), child));
+            }
             CdpEvent::TargetAttachedToTarget(attached) => {
                 let child = attached.session_id.inner().clone();
                 let frame = attached.target_info.target_id.inner().clone();
@@ -378,30 +414,6 @@ async fn watch(
             }
             CdpEvent::TargetDetachedFromTarget(detached) => {
                 forget(&registry, &events, detached.session_id.inner());
-            }
-            CdpEvent::NetworkRequestWillBeSent(sent) => {
-                // A frame's target is named after its frame.
-                let frame = lock_registry(&registry)
-                    .frames
-                    .iter()
-                    .find(|f| f.session == session)
-                    .map(|f| f.frame.clone())
-                    .unwrap_or_default();
-                lock(&events).request_sent(key(sent.request_id.inner()), &sent, &frame);
-            }
-            CdpEvent::NetworkResponseReceived(received) => {
-                lock(&events)
-                    .response_received(&key(received.request_id.inner()), &received.r#type);
-            }
-            CdpEvent::NetworkLoadingFinished(finished) => {
-                lock(&events)
-                    .inflight
-                    .remove(&key(finished.request_id.inner()));
-            }
-            CdpEvent::NetworkLoadingFailed(failed) => {
-                lock(&events)
-                    .inflight
-                    .remove(&key(failed.request_id.inner()));
             }
             CdpEvent::FetchRequestPaused(paused) => {
                 // Its main-frame refusals are the tab's own target's business: none here.
@@ -434,6 +446,14 @@ async fn prepare(link: Arc<CdpLink>, session: String, scripts: Vec<String>) {
             Some(&session),
             chromiumoxide::cdp::browser_protocol::page::EnableParams::default()
         ),
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::js_protocol::runtime::EnableParams::default()
+        ),
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::browser_protocol::log::EnableParams::default()
+        ),
         link.call(Some(&session), super::guard::document_pattern()),
         link.call(Some(&session), auto_attach()),
     );
@@ -444,6 +464,23 @@ async fn prepare(link: Arc<CdpLink>, session: String, scripts: Vec<String>) {
     let _ = link
         .call(Some(&session), RunIfWaitingForDebuggerParams::default())
         .await;
+}
+
+/// Who a session's events come from: a worker, or a frame (a frame's target is named after
+/// the frame).
+fn origin_of(registry: &Mutex<Registry>, session: &str) -> Origin {
+    let registry = lock_registry(registry);
+    match registry.workers.get(session) {
+        Some(url) => Origin::Worker(url.clone()),
+        None => Origin::Frame(
+            registry
+                .frames
+                .iter()
+                .find(|f| f.session == session)
+                .map(|f| f.frame.clone())
+                .unwrap_or_default(),
+        ),
+    }
 }
 
 /// Drops a detached frame, the frames inside it and their requests.
@@ -469,6 +506,7 @@ fn forget(registry: &Mutex<Registry>, events: &Mutex<TabEvents>, session: &str) 
         .map(|f| f.frame.clone())
         .collect();
     registry.frames.retain(|f| !gone.contains(&f.session));
+    registry.workers.retain(|worker, _| !gone.contains(worker));
     registry.owners.retain(|frame, _| !frames.contains(frame));
     drop(registry);
     lock(events)

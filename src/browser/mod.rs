@@ -13,6 +13,7 @@ mod content;
 mod download;
 mod fill;
 mod formats;
+mod frame_traffic;
 mod frames;
 mod guard;
 mod identity;
@@ -21,6 +22,7 @@ mod link;
 pub use session::live;
 mod memory;
 mod navigation;
+mod observe;
 mod pool;
 mod print;
 mod session;
@@ -28,6 +30,7 @@ mod settle;
 mod snapshot;
 mod storage;
 mod tab;
+mod watcher;
 
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
@@ -36,13 +39,19 @@ pub use download::Downloaded;
 pub use fill::{FieldCheck, Filled, ValueMismatch};
 pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};
 pub use navigation::{Arrival, Destination, FailedNavigation};
+pub use observe::har::HarPage;
+pub use observe::{
+    ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents, RequestDetail,
+    StatusFilter, TabLog,
+};
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,
 };
 pub use print::{Paper, Printing};
 pub use session::{
-    BrowserService, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo, Turn,
+    BrowserService, SavedHar, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
+    Turn,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

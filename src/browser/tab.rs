@@ -8,30 +8,24 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::Command;
 use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::inspector::{
-    EnableParams as InspectorEnableParams, EventTargetCrashed,
-};
 use chromiumoxide::cdp::browser_protocol::network::{
-    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
-    ResourceType,
+    EventRequestWillBeSent, EventResponseReceived, ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    AddScriptToEvaluateOnNewDocumentParams, BringToFrontParams, DialogType, EventFrameNavigated,
-    EventFrameStartedLoading, EventFrameStoppedLoading, EventJavascriptDialogOpening,
-    EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
+    AddScriptToEvaluateOnNewDocumentParams, BringToFrontParams, EventFrameNavigated,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ExceptionDetails};
-use chromiumoxide::listeners::EventStream;
-use futures::StreamExt;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::frames::{Doc, Frames, InitScripts};
 use super::guard::DocumentGuard;
 use super::link::CdpTarget;
+use super::observe::TabLog;
 use super::pool::BrowserHandle;
 use super::snapshot::RefBook;
+use super::watcher::{Watched, settles_on_response, spawn_watcher};
 use crate::egress::Lane;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
@@ -101,7 +95,7 @@ impl TabEvents {
     }
 
     /// A response arrived: the main document's status and type are kept.
-    fn response(&mut self, event: &EventResponseReceived, main_frame: &str) {
+    pub(crate) fn response(&mut self, event: &EventResponseReceived, main_frame: &str) {
         if event
             .frame_id
             .as_ref()
@@ -116,7 +110,7 @@ impl TabEvents {
     }
 
     /// A frame committed a document; the main frame's commit starts a new document.
-    fn frame_navigated(&mut self, event: &EventFrameNavigated) {
+    pub(crate) fn frame_navigated(&mut self, event: &EventFrameNavigated) {
         if event.frame.parent_id.is_some() {
             return;
         }
@@ -191,6 +185,8 @@ pub struct Tab {
     pub(crate) page: Page,
     pub(crate) browser: Arc<BrowserHandle>,
     pub(crate) events: Arc<Mutex<TabEvents>>,
+    /// What the page did: requests, console messages, page errors (`observe`).
+    pub(crate) log: Arc<Mutex<TabLog>>,
     /// Ref numbering of this tab's element snapshots.
     pub(crate) refs: RefBook,
     /// Out-of-process frames, and the tab's page session on the link.
@@ -202,6 +198,8 @@ pub struct Tab {
     /// Whether the browser and this tab's renderer still answer.
     pub(crate) liveness: Liveness,
     watcher: JoinHandle<()>,
+    /// Asks the watcher to answer once it has handled every event that arrived before.
+    pings: mpsc::UnboundedSender<oneshot::Sender<()>>,
 }
 
 /// How a tab's page ended, if it did.
@@ -321,9 +319,17 @@ impl Tab {
         guard: Arc<DocumentGuard>,
     ) -> ToolResult<Self> {
         let events = Arc::new(Mutex::new(TabEvents::default()));
+        let log = Arc::new(Mutex::new(TabLog::new(browser.network.clone())));
         let lane = guard.lane().cloned();
         let (ending, ended) = watch::channel(None);
-        let watcher = spawn_watcher(&page, &browser, guard.clone(), events.clone(), ending).await?;
+        let (pings, ping_receiver) = mpsc::unbounded_channel();
+        let watched = Watched {
+            guard: guard.clone(),
+            events: events.clone(),
+            log: log.clone(),
+            pings: ping_receiver,
+        };
+        let watcher = spawn_watcher(&page, &browser, watched, ending).await?;
         let liveness = Liveness {
             browser: browser.clone(),
             ended,
@@ -333,18 +339,28 @@ impl Tab {
             .cdp("installing the page agent", page.execute(install))
             .await?;
         let scripts = InitScripts::default();
-        let frames = Frames::attach(&browser, &page, guard, events.clone(), scripts.clone()).await;
+        let frames = Frames::attach(
+            &browser,
+            &page,
+            guard,
+            events.clone(),
+            log.clone(),
+            scripts.clone(),
+        )
+        .await;
         let tab = Self {
             id,
             page,
             browser,
             events,
+            log,
             refs: RefBook::default(),
             frames,
             scripts,
             lane,
             liveness,
             watcher,
+            pings,
         };
         // Pages that already have a document (popups) get the agent now as well.
         let _ = tab.evaluate_raw(AGENT_JS).await;
@@ -466,6 +482,33 @@ impl Tab {
         lock(&self.events).next_dialog = Some(answer);
     }
 
+    /// What the page did (requests, console, page errors), for reading.
+    pub fn log(&self) -> std::sync::MutexGuard<'_, TabLog> {
+        self.log.locked()
+    }
+
+    /// Starts an action: its `page_events` and `since: last_action` count from here.
+    pub fn mark_action(&self) {
+        self.log().mark();
+    }
+
+    /// Waits (briefly) until the watcher has handled every event of the page that arrived
+    /// before this call: what a read or a result says then includes everything up to the last
+    /// CDP answer. Events of out-of-process frames and workers come over another connection
+    /// and may still be on their way.
+    pub async fn caught_up(&self) {
+        let (reply, answered) = oneshot::channel();
+        if self.pings.send(reply).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), answered).await;
+        }
+    }
+
+    /// What went wrong since the action started, if anything.
+    pub async fn page_events(&self) -> Option<super::PageEvents> {
+        self.caught_up().await;
+        self.log().page_events()
+    }
+
     /// Main-frame commits so far; pass to `settle_after_action` to detect navigations.
     pub fn main_commits(&self) -> u64 {
         lock(&self.events).main_commits
@@ -488,171 +531,4 @@ pub(crate) fn script_error(details: &ExceptionDetails) -> ToolError {
 
 pub(crate) fn lock(events: &Mutex<TabEvents>) -> std::sync::MutexGuard<'_, TabEvents> {
     events.locked()
-}
-
-/// The page's event streams a tab's watcher follows.
-struct PageStreams {
-    crashes: EventStream<EventTargetCrashed>,
-    destroyed: EventStream<chromiumoxide::cdp::browser_protocol::target::EventTargetDestroyed>,
-    started: EventStream<EventRequestWillBeSent>,
-    finished: EventStream<EventLoadingFinished>,
-    failed: EventStream<EventLoadingFailed>,
-    responses: EventStream<EventResponseReceived>,
-    commits: EventStream<EventFrameNavigated>,
-    in_document: EventStream<EventNavigatedWithinDocument>,
-    loading_started: EventStream<EventFrameStartedLoading>,
-    loading_stopped: EventStream<EventFrameStoppedLoading>,
-    paused: EventStream<chromiumoxide::cdp::browser_protocol::fetch::EventRequestPaused>,
-    dialogs: EventStream<EventJavascriptDialogOpening>,
-}
-
-impl PageStreams {
-    async fn subscribe(page: &Page, browser: &BrowserHandle) -> ToolResult<Self> {
-        let subscribe = "subscribing to page events";
-        let crashes = browser
-            .cdp(subscribe, page.event_listener::<EventTargetCrashed>())
-            .await?;
-        // A target's end is reported to the browser's session, for every target: the watcher
-        // keeps its own.
-        let destroyed = browser
-            .cdp(subscribe, browser.browser.event_listener())
-            .await?;
-        // Chromium reports a renderer crash to a page's clients only with the domain enabled.
-        browser
-            .cdp(subscribe, page.execute(InspectorEnableParams::default()))
-            .await?;
-        Ok(Self {
-            crashes,
-            destroyed,
-            started: browser.cdp(subscribe, page.event_listener()).await?,
-            finished: browser.cdp(subscribe, page.event_listener()).await?,
-            failed: browser.cdp(subscribe, page.event_listener()).await?,
-            responses: browser.cdp(subscribe, page.event_listener()).await?,
-            commits: browser.cdp(subscribe, page.event_listener()).await?,
-            in_document: browser.cdp(subscribe, page.event_listener()).await?,
-            loading_started: browser.cdp(subscribe, page.event_listener()).await?,
-            loading_stopped: browser.cdp(subscribe, page.event_listener()).await?,
-            paused: super::guard::guard_documents(page, browser).await?,
-            dialogs: browser.cdp(subscribe, page.event_listener()).await?,
-        })
-    }
-}
-
-/// Subscribes to the page's events and keeps `TabEvents` current until the tab is dropped.
-async fn spawn_watcher(
-    page: &Page,
-    browser: &BrowserHandle,
-    guard: Arc<DocumentGuard>,
-    events: Arc<Mutex<TabEvents>>,
-    ending: watch::Sender<Option<Ending>>,
-) -> ToolResult<JoinHandle<()>> {
-    let mut streams = PageStreams::subscribe(page, browser).await?;
-    // Chromium names a page's main frame after its target.
-    let main_frame = page.target_id().inner().clone();
-    let page = page.clone();
-    let crash_count = browser.tab_crashes.clone();
-    Ok(tokio::spawn(async move {
-        let s = &mut streams;
-        loop {
-            tokio::select! {
-                Some(event) = s.started.next() => {
-                    lock(&events).request_sent(event.request_id.inner().clone(), &event, &main_frame);
-                }
-                Some(event) = s.finished.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
-                Some(event) = s.failed.next() => { lock(&events).inflight.remove(event.request_id.inner()); }
-                Some(event) = s.responses.next() => lock(&events).response(&event, &main_frame),
-                Some(event) = s.commits.next() => lock(&events).frame_navigated(&event),
-                Some(event) = s.in_document.next() => {
-                    if *event.frame_id.inner() == main_frame {
-                        lock(&events).main_commits += 1;
-                    }
-                }
-                Some(event) = s.loading_started.next() => {
-                    if *event.frame_id.inner() == main_frame {
-                        lock(&events).main_loading = true;
-                    }
-                }
-                Some(event) = s.loading_stopped.next() => {
-                    if *event.frame_id.inner() == main_frame {
-                        lock(&events).main_loading = false;
-                    }
-                }
-                Some(event) = s.paused.next() => {
-                    // Resolving a host name may take a while; other events must not wait.
-                    let target = CdpTarget::Page(page.clone());
-                    let answer = super::guard::answer(target, guard.clone(), events.clone(), Some(main_frame.clone()), event);
-                    tokio::spawn(answer);
-                }
-                Some(event) = s.dialogs.next() => {
-                    answer_dialog(&CdpTarget::Page(page.clone()), &event, &events).await;
-                }
-                Some(_) = s.crashes.next() => {
-                    tracing::warn!(target = %main_frame, "a tab's renderer crashed");
-                    crash_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    ending.send_replace(Some(Ending::Crashed));
-                }
-                Some(event) = s.destroyed.next() => {
-                    if *event.target_id.inner() != main_frame {
-                        continue;
-                    }
-                    tracing::info!(target = %main_frame, "a tab's page went away");
-                    ending.send_if_modified(|ended| {
-                        let first = ended.is_none();
-                        ended.get_or_insert(Ending::Closed);
-                        first
-                    });
-                }
-                else => break,
-            }
-        }
-    }))
-}
-
-/// Whether a request is done, for readiness, once its response has arrived: the body of a fetch,
-/// XHR, beacon or media request may stream for ever or never be read (the page has what it asked
-/// for). Documents, scripts, styles, images and fonts count until their body has loaded: the
-/// page needs them to render.
-pub(crate) fn settles_on_response(kind: &ResourceType) -> bool {
-    !matches!(
-        kind,
-        ResourceType::Document
-            | ResourceType::Script
-            | ResourceType::Stylesheet
-            | ResourceType::Image
-            | ResourceType::Font
-    )
-}
-
-/// Answers a JS dialog so the page never blocks: as the caller asked for this one, else alerts
-/// and confirms are accepted, prompts get their default text, and `beforeunload` lets the
-/// navigation proceed. The dialog is recorded first: the action that opened it may end as
-/// soon as it is answered.
-pub(crate) async fn answer_dialog(
-    target: &CdpTarget,
-    event: &EventJavascriptDialogOpening,
-    events: &Mutex<TabEvents>,
-) {
-    let answer = lock(events).next_dialog.take().unwrap_or(DialogAnswer {
-        accept: true,
-        prompt_text: None,
-    });
-    let mut params = HandleJavaScriptDialogParams::new(answer.accept);
-    let described = match (event.r#type.clone(), answer.accept) {
-        (_, false) => "dismissed".to_string(),
-        (DialogType::Prompt, true) => {
-            let text = answer
-                .prompt_text
-                .or_else(|| event.default_prompt.clone())
-                .unwrap_or_default();
-            params.prompt_text = Some(text.clone());
-            format!("accepted with {text:?}")
-        }
-        _ => "accepted".to_string(),
-    };
-    lock(events).dialogs.push(DialogRecord {
-        kind: event.r#type.as_ref().to_string(),
-        message: event.message.clone(),
-        answer: described,
-    });
-    let _ = tokio::time::timeout(Duration::from_secs(5), target.send(params)).await;
 }

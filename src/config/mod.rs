@@ -1,5 +1,5 @@
 //! The configuration model: one `Config` for the whole process, its sections (`[fetch]`,
-//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`), their defaults, the tenants' key
+//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`, `[network]`), their defaults, the tenants' key
 //! entries (`KeyEntry`, `KeysFile`) and `SearchBackend`.
 //!
 //! Where the values come from: defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags. Flags
@@ -109,6 +109,8 @@ pub struct Config {
     pub files: FilesConfig,
     /// Downloads by URL (`browser_interact action=download`).
     pub downloads: DownloadsConfig,
+    /// What each tab records of what its page did (browser_read mode=network|console, HAR).
+    pub network: NetworkConfig,
     /// An upstream proxy for the browser and the HTTP client alike (`http://user:pass@host:port`
     /// or `socks5://…`); the URL policy still judges every target.
     pub proxy: Option<String>,
@@ -289,6 +291,40 @@ impl Default for DownloadsConfig {
     }
 }
 
+/// What each tab records of what its page did: requests (of the page, its frames and workers)
+/// with their answers, console messages and page errors.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Record every tab's requests, console messages and page errors.
+    pub capture: bool,
+    /// Requests kept per tab; the oldest go first.
+    pub max_requests: usize,
+    /// Console messages and page errors kept per tab; the oldest go first.
+    pub max_messages: usize,
+    /// Bytes of one body (a document, a fetch/XHR answer, an event stream, a request's data)
+    /// kept; the rest is cut and reported `truncated`.
+    pub max_body_bytes: usize,
+    /// Bytes of bodies kept per tab; the oldest bodies go first.
+    pub max_tab_body_bytes: usize,
+    /// Hide `Authorization`, `Proxy-Authorization`, `Cookie` and `Set-Cookie` values,
+    /// credentials in URLs and password-like form fields in every read and HAR file.
+    pub redact: bool,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            capture: true,
+            max_requests: 1000,
+            max_messages: 500,
+            max_body_bytes: 1024 * 1024,
+            max_tab_body_bytes: 20 * 1024 * 1024,
+            redact: true,
+        }
+    }
+}
+
 /// Limits and address policy of browserless fetches.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -445,6 +481,7 @@ impl Default for Config {
             crawl: CrawlConfig::default(),
             files: FilesConfig::default(),
             downloads: DownloadsConfig::default(),
+            network: NetworkConfig::default(),
             proxy: None,
             proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),

@@ -285,6 +285,11 @@ fn render(mut output: ToolOutput, headers: &HeaderMap) -> Response {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    if let Some(file) = output.file.take()
+        && accept.contains(file.mime)
+    {
+        return ([(header::CONTENT_TYPE, file.mime)], file.data).into_response();
+    }
     if let Some(image) = output.images.first()
         && (accept.contains(image.mime) || (image.is_picture() && accept.contains("image/*")))
     {

@@ -109,6 +109,7 @@ pub struct Call<'a> {
     /// The tab the call worked in, named in the reply.
     used_tab: Option<String>,
     images: Vec<Image>,
+    file: Option<Image>,
 }
 
 impl<'a> Call<'a> {
@@ -257,6 +258,11 @@ impl<'a> Call<'a> {
     /// Adds an image to the result, for fronts that show images.
     pub fn image(&mut self, mime: &'static str, data: Vec<u8>) {
         self.images.push(Image { mime, data });
+    }
+
+    /// Offers a file the tool wrote to a REST client that asks for `mime`.
+    pub fn attach_file(&mut self, mime: &'static str, data: Vec<u8>) {
+        self.file = Some(Image { mime, data });
     }
 
     /// Where the call ran: the session, and the tab it used (else the active one) with its
@@ -442,6 +448,7 @@ async fn respond<T: Tool>(
         guard: None,
         used_tab: None,
         images: Vec::new(),
+        file: None,
     };
     let output = tool.run(&mut call, args).await?;
     let summary = T::summary(&output);
@@ -463,6 +470,7 @@ async fn respond<T: Tool>(
     Ok(ToolOutput {
         json,
         images: call.images,
+        file: call.file,
         summary,
     })
 }

@@ -24,7 +24,6 @@ storageState, cookies.txt, JSON cookie arrays) are also there.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CookiesArgs {
-    /// What to do.
     pub action: Action,
     /// Profile name.
     pub name: Option<String>,
@@ -34,7 +33,8 @@ pub struct CookiesArgs {
     pub url: Option<String>,
     /// list/clear: only cookies of this domain.
     pub domain: Option<String>,
-    /// ensure_login: how to tell the session is logged in.
+    /// ensure_login: url (required), text, selector, not_text, url_contains: how to tell the session is logged in.
+    #[schemars(extend("x-compact" = true))]
     pub check: Option<LoginCheck>,
     /// import: auto-detected.
     pub format: Option<Format>,
@@ -46,7 +46,6 @@ pub struct CookiesArgs {
     pub auto_navigate: Option<bool>,
     /// list: unmask values.
     pub show_values: Option<bool>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 

@@ -42,9 +42,8 @@ shared_fields!(CrawlBatchArgs {});
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlStatusArgs {
-    /// The task_id crawl_batch returned.
+    /// From crawl_batch.
     pub task_id: String,
-    /// From next_cursor.
     pub cursor: Option<String>,
     /// About this many tokens of outcomes per call (default 4000). Not published, so the tool
     /// list stays small and a model reads a task page by page; a front that answers with a

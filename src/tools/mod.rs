@@ -13,6 +13,7 @@ mod cookies;
 mod crawl;
 mod interact;
 mod navigate;
+mod observe;
 mod open_web_page;
 mod read;
 mod schema;
@@ -104,6 +105,9 @@ impl Caller {
 pub struct ToolOutput {
     pub json: Value,
     pub images: Vec<Image>,
+    /// A file the tool wrote (a HAR), returned as the response only to a REST client that asks
+    /// for its type in `Accept`; every other front has its path in the JSON.
+    pub file: Option<Image>,
     /// `5 results`, `1234 chars`, `image/png image`: the agent loop's summaries end with it.
     pub summary: String,
 }
@@ -178,6 +182,11 @@ pub trait Tool: Send + Sync + 'static {
         "ok".to_string()
     }
 }
+
+/// What the browser tools' common fields mean (their schemas leave it out to stay small).
+const SHARED_FIELDS: &str = "Browser tools share `session` (a name: each session has its own \
+cookies, storage and tabs; default \"default\") and `tab` (an id like t2; default the active \
+tab). Long reads are paged: pass a result's next_cursor back as `cursor`.";
 
 /// A tool as every front sees it: generated once from the tool's types.
 #[derive(Debug, Clone)]
@@ -299,11 +308,10 @@ impl Registry {
         &self.definitions
     }
 
-    /// The usage guides of all tools, one paragraph each.
+    /// The usage guides of all tools, one paragraph each, after what the browser tools share.
     pub fn prompt(&self) -> String {
-        self.specs
-            .iter()
-            .map(|s| s.guide)
+        std::iter::once(SHARED_FIELDS)
+            .chain(self.specs.iter().map(|s| s.guide))
             .collect::<Vec<_>>()
             .join("\n\n")
     }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, TimeoutMs, Tool};
-use crate::browser::{Arrival, Destination};
+use crate::browser::{Arrival, Destination, PageEvents};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
 
@@ -34,7 +34,6 @@ pub struct NavigateArgs {
     pub timeout_ms: Option<TimeoutMs>,
     /// Element list budget (default 600, 0: none).
     pub max_tokens: Option<usize>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 
@@ -92,6 +91,10 @@ pub struct NavigateOutput {
     /// How to read what the browser cannot show as a page (a PDF).
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
+    /// What went wrong while the page loaded (console errors, page errors, failed requests);
+    /// absent when nothing did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_events: Option<PageEvents>,
 }
 
 pub struct Navigate;
@@ -120,6 +123,7 @@ impl Tool for Navigate {
         };
         let time_left = call.time_left();
         let tab = call.use_tab(&id)?;
+        tab.mark_action();
         let arrival = tab
             .navigate(destination, args.wait_for.as_deref(), time_left)
             .await?;
@@ -135,6 +139,7 @@ impl Tool for Navigate {
             elements: None,
             elements_next_cursor: None,
             hint,
+            page_events: None,
         };
         let budget = args.max_tokens.unwrap_or(INLINE_ELEMENTS_TOKENS);
         if budget > 0 {
@@ -144,6 +149,7 @@ impl Tool for Navigate {
             output.elements = Some(slice.content);
             output.elements_next_cursor = slice.next_cursor;
         }
+        output.page_events = tab.page_events().await;
         Ok(output)
     }
 }

@@ -29,7 +29,6 @@ pub struct OpenWebPageArgs {
     /// Budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
-    /// From next_cursor.
     pub cursor: Option<String>,
 }
 

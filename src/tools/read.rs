@@ -1,12 +1,13 @@
 //! `browser_read`: the current page as numbered elements, Markdown, text, HTML, search hits, or
-//! the sections relevant to a query — always paged within a token budget.
+//! the sections relevant to a query; or what the page did (requests, console) — always paged
+//! within a token budget.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, Tool};
-use crate::browser::{FailedNavigation, FindHit, Form, Scope as Part, Tab};
+use crate::browser::{FailedNavigation, FindHit, Form, Level, RequestDetail, Scope as Part, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
 use crate::web::{markdown, sections};
@@ -18,6 +19,10 @@ const GUIDE: &str = "browser_read reads the current tab. mode=elements (default)
 interactive elements as `[ref] role \"name\"` with their state (value, checked, required, \
 invalid with its error=\"…\"); use those refs with other browser tools. \
 mode=markdown for the content, find to locate text, extract for the parts answering a query. \
+mode=network lists the tab's requests (`[r12] 500 POST url fetch 3.1 KB 212 ms`; filters url, \
+status 4xx|5xx|failed|404, type, since=last_action for what the last action caused); \
+request=r12 gives one whole (headers, bodies; the response body is the content); data=true the \
+JSON the page fetched. mode=console lists console messages and page errors (level=error). \
 Long output is paged: pass next_cursor back as cursor.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -37,11 +42,23 @@ pub struct ReadArgs {
     /// Budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
-    /// From next_cursor.
     pub cursor: Option<String>,
-    /// Default: active.
+    /// network: URL substring or glob.
+    pub url: Option<String>,
+    /// network: 4xx, 5xx, failed or a code.
+    pub status: Option<String>,
+    /// network: fetch, xhr, document…
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// console: this level and up.
+    pub level: Option<Level>,
+    /// network/console: last_action, or after an id (r12, c4).
+    pub since: Option<String>,
+    /// network: one request whole (r12).
+    pub request: Option<String>,
+    /// network: fetched JSON.
+    pub data: Option<bool>,
     pub tab: Option<String>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 
@@ -57,6 +74,8 @@ pub enum ReadMode {
     Html,
     Find,
     Extract,
+    Network,
+    Console,
 }
 
 /// A slice of the page in the mode asked for.
@@ -84,6 +103,13 @@ pub struct ReadOutput {
     /// (the content is empty then).
     #[serde(skip_serializing_if = "Option::is_none")]
     navigation_error: Option<FailedNavigation>,
+    /// network, console: how many the tab recorded in all (the oldest beyond the tab's ring are
+    /// no longer kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded: Option<u64>,
+    /// network with request: that request whole; its response body is the content.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<RequestDetail>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -105,6 +131,30 @@ impl ReadOutput {
             matches: None,
             sections: None,
             navigation_error: None,
+            recorded: None,
+            request: None,
+        }
+    }
+
+    /// A list of `count` entries (network, console), of which the tab `recorded` so many.
+    pub(super) fn listed(
+        slice: Slice,
+        mode: ReadMode,
+        count: usize,
+        recorded: Option<u64>,
+    ) -> Self {
+        Self {
+            total: Some(count),
+            recorded,
+            ..Self::new(slice, mode)
+        }
+    }
+
+    /// One request whole; `slice` is a part of its response body.
+    pub(super) fn with_request(slice: Slice, request: RequestDetail) -> Self {
+        Self {
+            request: Some(request),
+            ..Self::new(slice, ReadMode::Network)
         }
     }
 
@@ -138,7 +188,7 @@ impl Tool for Read {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"mode": "markdown", "max_tokens": 2000}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find (matches, refs) or extract (sections answering query). Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find (matches, refs), extract (sections answering query); or what it did: network, console. Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();
@@ -149,11 +199,14 @@ impl Tool for Read {
             ReadMode::Extract => required_query(&args, "extract")?,
             _ => "",
         };
+        super::observe::check_fields(&args, mode)?;
         let tab = call.tab().await?;
-        if let Some(error) = tab.failed_navigation() {
+        let cursor = args.cursor.as_deref();
+        // What the page did is there whether or not it shows a document.
+        let of_page = !matches!(mode, ReadMode::Network | ReadMode::Console);
+        if let Some(error) = tab.failed_navigation().filter(|_| of_page) {
             return Ok(ReadOutput::of_error_page(mode, error));
         }
-        let cursor = args.cursor.as_deref();
         Ok(match mode {
             ReadMode::Elements => read_elements(tab, &args, &part, budget, cursor).await?,
             ReadMode::Find => {
@@ -192,6 +245,8 @@ impl Tool for Read {
                 let text = tab.content(&part, form).await?;
                 ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
             }
+            ReadMode::Network => super::observe::read_network(tab, &args, budget, cursor).await?,
+            ReadMode::Console => super::observe::read_console(tab, &args, budget, cursor).await?,
         })
     }
 

@@ -45,9 +45,7 @@ pub struct ScreenshotArgs {
         regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
     )]
     pub save: Option<String>,
-    /// Default: active.
     pub tab: Option<String>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 

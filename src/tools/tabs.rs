@@ -1,5 +1,6 @@
-//! `browser_tabs`: list, open, switch and close the tabs of a session. Popups and
-//! `target=_blank` pages show up as tabs of the session that opened them.
+//! `browser_tabs`: list, open, switch and close the tabs of a session, its live view, and its
+//! network capture as a HAR file. Popups and `target=_blank` pages show up as tabs of the
+//! session that opened them.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -7,14 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use super::navigate::checked_url;
 use super::{Call, LiveLink, Scope, SessionField, Tool};
-use crate::browser::{Arrival, Destination, Identity, TabInfo};
+use crate::browser::{Arrival, Destination, Identity, SavedHar, TabInfo};
 use crate::error::{ToolError, ToolResult};
 
 const GUIDE: &str = "browser_tabs lists, opens (action=new, optional url), switches to and \
 closes tabs by id (t1, t2, …). Pages opened by links or popups appear as new tabs. live returns \
 a link (live_url, expires_at) to watch and take over the session in a browser, no token needed. \
 session_options on a session's first call (action=new) set how it presents itself: user agent, \
-locale, time zone, position, window size, extra headers, colour scheme.";
+locale, time zone, position, window size, extra headers, colour scheme. har saves the requests of \
+the tab (or of every tab, without `tab`) as a HAR 1.2 file in the session's downloads, secrets \
+redacted; over REST, `Accept: application/har+json` returns the file itself.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,7 +31,6 @@ pub struct TabsArgs {
     /// new, first call: user_agent, locale, timezone, geolocation {latitude, longitude}, viewport, extra_headers, color_scheme, proxy
     #[schemars(extend("x-compact" = true))]
     pub session_options: Option<Identity>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 
@@ -43,6 +45,7 @@ pub enum Action {
     Switch,
     Close,
     Live,
+    Har,
 }
 
 /// The session's tabs after the action.
@@ -60,6 +63,9 @@ pub struct TabsOutput {
     /// How the session presents itself, when it was created with an identity.
     #[serde(skip_serializing_if = "Option::is_none")]
     identity: Option<Identity>,
+    /// har: the file written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    har: Option<SavedHar>,
 }
 
 pub struct Tabs;
@@ -72,25 +78,14 @@ impl Tool for Tabs {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"action": "list"}"#;
     const SCOPE: Scope = Scope::Browser;
-    const DESCRIPTION: &'static str =
-        "List, open, switch or close tabs by id; live: a link for a person to watch and take over.";
+    const DESCRIPTION: &'static str = "List, open, switch or close tabs by id; live: a link for a person to watch and take over; har: save requests as HAR.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         let action = args.action.unwrap_or_default();
-        if let Some(identity) = args.session_options.clone() {
-            if !matches!(action, Action::New) {
-                return Err(ToolError::invalid(
-                    "field `session_options` goes with action=new",
-                ));
-            }
-            let (browser, tenant) = (call.ctx.browser.clone(), call.tenant().clone());
-            let name = call.session_name().clone();
-            browser
-                .create_with_identity(&tenant, &name, identity)
-                .await?;
-        }
+        create_with_options(call, &args, action).await?;
         call.session().await?;
         let deadline = call.time_left();
+        let data_dir = call.ctx.config.data_dir.clone();
         let session = call.session().await?;
         if matches!(action, Action::Switch | Action::Close) {
             // The tab named may be a popup opened since the last call.
@@ -98,8 +93,12 @@ impl Tool for Tabs {
         }
         let mut arrival = None;
         let mut link = None;
+        let mut har = None;
         match action {
             Action::List => {}
+            Action::Har => {
+                har = Some(session.save_har(&data_dir, args.tab.as_deref()).await?);
+            }
             Action::Live => {
                 // Something to show the person.
                 session.active_tab().await?;
@@ -141,6 +140,9 @@ impl Tool for Tabs {
                 session.close_tab(&id).await?;
             }
         }
+        if let Some(saved) = &har {
+            call.attach_file("application/har+json", saved.content.clone());
+        }
         let session = call.session().await?;
         let identity = Some(session.identity().clone()).filter(|i| !i.is_default());
         Ok(TabsOutput {
@@ -149,6 +151,26 @@ impl Tool for Tabs {
             active: session.active_id().map(str::to_string),
             tabs: session.list_tabs().await?,
             identity,
+            har,
         })
     }
+}
+
+/// A session's first call may say how it presents itself (`session_options`, action=new).
+async fn create_with_options(
+    call: &mut Call<'_>,
+    args: &TabsArgs,
+    action: Action,
+) -> ToolResult<()> {
+    let Some(identity) = args.session_options.clone() else {
+        return Ok(());
+    };
+    if !matches!(action, Action::New) {
+        return Err(ToolError::invalid(
+            "field `session_options` goes with action=new",
+        ));
+    }
+    let (browser, tenant) = (call.ctx.browser.clone(), call.tenant().clone());
+    let name = call.session_name().clone();
+    browser.create_with_identity(&tenant, &name, identity).await
 }

@@ -39,6 +39,8 @@ pub struct BrowserHandle {
     pub(crate) link: Option<Arc<CdpLink>>,
     /// Counts tabs whose renderer crashed (the pool's counter).
     pub(crate) tab_crashes: Arc<AtomicU64>,
+    /// What each tab records of what its page did.
+    pub(crate) network: crate::config::NetworkConfig,
 }
 
 impl Drop for BrowserHandle {

@@ -396,6 +396,7 @@ impl BrowserPool {
             _default_lane: default_lane,
             link,
             tab_crashes: self.tab_crashes.clone(),
+            network: self.config.network.clone(),
         })
     }
 

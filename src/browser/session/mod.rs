@@ -5,7 +5,9 @@
 //! sits behind an async mutex held for a whole tool call); different sessions run in parallel.
 
 mod guard;
+mod har;
 pub mod live;
+pub use har::SavedHar;
 mod open;
 mod registry;
 mod sweep;

@@ -13,7 +13,7 @@ mod handoff;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, Tab, ValueMismatch,
+    Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, PageEvents, Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -36,7 +36,6 @@ const ADDED_ELEMENTS_TOKENS: usize = 400;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InteractArgs {
-    /// What to do.
     pub action: Action,
     /// From browser_read.
     #[serde(rename = "ref")]
@@ -81,9 +80,7 @@ pub struct InteractArgs {
     pub filename: Option<String>,
     /// ms (default 10000; handoff 600000).
     pub timeout_ms: Option<PersonTimeoutMs>,
-    /// Default: active.
     pub tab: Option<String>,
-    /// Default "default".
     pub session: Option<SessionField>,
 }
 
@@ -158,6 +155,10 @@ pub struct InteractOutput {
     /// Tabs the action opened (popups, target=_blank).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     new_tabs: Vec<String>,
+    /// What went wrong while the action ran (console errors, page errors, failed requests);
+    /// absent when nothing did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_events: Option<PageEvents>,
 }
 
 /// The action's own result.
@@ -246,6 +247,7 @@ impl InteractOutput {
             elements_removed: None,
             added: None,
             new_tabs: Vec::new(),
+            page_events: None,
         }
     }
 }
@@ -295,6 +297,9 @@ impl Tool for Interact {
         if changes_page(args.action) {
             tab.bring_to_front().await?;
         }
+        if watched {
+            tab.mark_action();
+        }
         let mark = tab.begin_action(args.ref_id).await;
         let done = if handing_off {
             let done = Done::handed(args.action, handoff::hand_off(call, &args).await?);
@@ -330,6 +335,7 @@ impl Tool for Interact {
                     output.added = Some(slice.content);
                 }
             }
+            output.page_events = tab.page_events().await;
         }
         output.new_tabs = call.session().await?.sync_tabs().await?;
         Ok(output)

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{LiveHub, LiveTab};
+use crate::browser::observe::glob_matches;
 
 /// How often `until` is checked.
 const UNTIL_POLL: Duration = Duration::from_millis(100);
@@ -173,26 +174,6 @@ pub(super) async fn wait(
             _ => return None,
         }
     }
-}
-
-/// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-fn glob_matches(pattern: &str, text: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = text.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 #[cfg(test)]

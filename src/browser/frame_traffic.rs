@@ -1,0 +1,108 @@
+//! What the sessions of out-of-process frames and workers report about their requests and
+//! console, kept for the tab's readiness (frames' requests) and its log (everything), and how a
+//! worker is let run once it is watched.
+
+use std::sync::{Arc, Mutex};
+
+use chromiumoxide::cdp::events::CdpEvent;
+use chromiumoxide::cdp::js_protocol::runtime::RunIfWaitingForDebuggerParams;
+
+use super::link::{CdpLink, CdpTarget};
+use super::observe::{Origin, TabLog, ingest};
+use super::tab::{TabEvents, lock};
+use crate::egress::Lane;
+use crate::sync::Locked;
+
+/// One event's context: the session it came from and what it updates.
+pub(crate) struct Traffic<'a> {
+    /// The session, to fetch bodies from.
+    pub target: CdpTarget,
+    pub events: &'a Mutex<TabEvents>,
+    pub log: &'a Arc<Mutex<TabLog>>,
+    pub lane: Option<&'a Lane>,
+    /// Who the session is: a frame (by frame id) or a worker.
+    pub origin: Origin,
+}
+
+impl Traffic<'_> {
+    /// Records `event` if it is about requests, the console or the browser's log; `true` then.
+    pub(crate) fn record(&self, event: &CdpEvent) -> bool {
+        let key = |id: &str| format!("{}/{id}", self.session());
+        let mut log = self.log.locked();
+        match event {
+            CdpEvent::NetworkRequestWillBeSent(sent) => {
+                let key = key(sent.request_id.inner());
+                // A worker's requests do not hold the page's readiness.
+                if let Origin::Frame(frame) = &self.origin {
+                    lock(self.events).request_sent(key.clone(), sent, frame);
+                }
+                let by = match (&self.origin, &sent.frame_id) {
+                    (Origin::Frame(_), Some(frame)) => Origin::Frame(frame.inner().clone()),
+                    _ => self.origin.clone(),
+                };
+                log.request_sent(&key, sent, by);
+            }
+            CdpEvent::NetworkResponseReceived(received) => {
+                let key = key(received.request_id.inner());
+                lock(self.events).response_received(&key, &received.r#type);
+                log.response_received(&key, received);
+            }
+            CdpEvent::NetworkLoadingFinished(finished) => {
+                let key = key(finished.request_id.inner());
+                lock(self.events).inflight.remove(&key);
+                if let Some(body) = log.loading_finished(&key, finished) {
+                    let fetch = ingest::fetch_body(self.target.clone(), self.log.clone(), body);
+                    tokio::spawn(fetch);
+                }
+            }
+            CdpEvent::NetworkLoadingFailed(failed) => {
+                let key = key(failed.request_id.inner());
+                lock(self.events).inflight.remove(&key);
+                log.loading_failed(&key, failed, self.lane);
+            }
+            CdpEvent::NetworkDataReceived(data) => {
+                log.data_received(&key(data.request_id.inner()), data);
+            }
+            CdpEvent::NetworkEventSourceMessageReceived(message) => {
+                log.event_source_message(&key(message.request_id.inner()), message);
+            }
+            CdpEvent::RuntimeConsoleApiCalled(called) => {
+                log.console_called(called, self.origin.clone());
+            }
+            CdpEvent::RuntimeExceptionThrown(thrown) => {
+                log.exception_thrown(thrown, self.origin.clone());
+            }
+            CdpEvent::LogEntryAdded(added) => log.log_entry(&added.entry, self.origin.clone()),
+            _ => return false,
+        }
+        true
+    }
+
+    fn session(&self) -> &str {
+        match &self.target {
+            CdpTarget::Session(_, session) => session,
+            CdpTarget::Page(_) => "",
+        }
+    }
+}
+
+/// Lets a worker run once its requests and console are watched. Failures mean it went away.
+pub(crate) async fn prepare_worker(link: Arc<CdpLink>, session: String) {
+    let _ = futures::join!(
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::browser_protocol::network::EnableParams::default()
+        ),
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::js_protocol::runtime::EnableParams::default()
+        ),
+        link.call(
+            Some(&session),
+            chromiumoxide::cdp::browser_protocol::log::EnableParams::default()
+        ),
+    );
+    let _ = link
+        .call(Some(&session), RunIfWaitingForDebuggerParams::default())
+        .await;
+}
