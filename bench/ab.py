@@ -7,9 +7,13 @@ starts each binary in turn (its own Chromium, the peer's fixture pages served he
 and times over REST:
 - the bench's SPA sequence: reset to index.html, navigate to spa.html alone, reset, navigate to
   spa.html with wait_for "Showing 50 of 50 items" (the rows navigate_only / navigate_wait_for);
-- element lists: the 200-element page, and the SPA's elements and text.
+- element lists: the 200-element page, and the SPA's elements and text;
+- a click by ref on the SPA ("Sort by price") until the page settled (the row click_sort);
+- where B has it, reading the network log of a page that made 200 requests (network_200).
 
     python3 bench/ab.py --a /tmp/webpilot-old --b target/release/webpilot --rounds 2 --reps 15
+    # the same binary with and without a setting: a configuration file for one side
+    python3 bench/ab.py --a target/release/webpilot --a-config off.toml --b target/release/webpilot
 
 Prints the median of every measure for A and B and B's change in per cent.
 """
@@ -34,9 +38,26 @@ FIXTURES = os.path.join(os.environ.get("WEBPILOT_PEER_DIR", os.path.join(REPO, "
 SPA_READY = "Showing 50 of 50 items"
 
 
+# A page whose script makes 200 requests, each answered by the fixture server.
+MANY_REQUESTS = (b"<!doctype html><title>Many</title><p id=state>Loading</p><script>"
+                 b"Promise.all(Array.from({length: 200}, (_, i) => fetch('/index.html?n=' + i)))"
+                 b".then(() => { document.getElementById('state').textContent = 'Fetched 200'; });"
+                 b"</script>")
+
+
 class QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+    def do_GET(self):
+        if self.path == "/many.html":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(MANY_REQUESTS)))
+            self.end_headers()
+            self.wfile.write(MANY_REQUESTS)
+            return
+        super().do_GET()
 
 
 def serve_fixtures() -> str:
@@ -54,11 +75,12 @@ def free_port() -> int:
 class Service:
     """One webpilot process and a keep-alive connection to it."""
 
-    def __init__(self, binary: str):
+    def __init__(self, binary: str, config: str | None = None):
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="wp-ab-")
+        extra = ["--config", config] if config else []
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--data-dir", self.data, "--fetch-allow", "127.0.0.1", "serve"],
+            [binary, *extra, "--port", str(self.port), "--data-dir", self.data, "--fetch-allow", "127.0.0.1", "serve"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while True:
@@ -86,8 +108,8 @@ class Service:
         self.proc.wait()
 
 
-def measure(binary: str, base: str, reps: int, warmup: int = 2) -> dict[str, list[float]]:
-    service = Service(binary)
+def measure(binary: str, config: str | None, base: str, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    service = Service(binary, config)
     times: dict[str, list[float]] = {}
 
     def keep(i: int, name: str, ms: float):
@@ -106,9 +128,23 @@ def measure(binary: str, base: str, reps: int, warmup: int = 2) -> dict[str, lis
         for i in range(reps + warmup):
             keep(i, "spa_elements", service.call("browser_read", {"mode": "elements"})[0])
             keep(i, "spa_text", service.call("browser_read", {"mode": "text"})[0])
+        service.call("browser_navigate", {"target": f"{base}/spa.html", "wait_for": SPA_READY})
+        lines = service.call("browser_read", {"mode": "elements", "max_tokens": 100000})[1]["content"].splitlines()
+        sort = next(int(line[1:line.index("]")]) for line in lines if 'button "Sort by price"' in line)
+        for i in range(reps + warmup):
+            keep(i, "click_sort", service.call("browser_interact", {"action": "click", "ref": sort})[0])
         service.call("browser_navigate", {"target": f"{base}/elements.html", "max_tokens": 0})
         for i in range(reps + warmup):
             keep(i, "elements_200", service.call("browser_read", {"mode": "elements", "max_tokens": 100000})[0])
+        service.call("browser_navigate", {"target": f"{base}/many.html", "wait_for": "Fetched 200", "max_tokens": 0})
+        for i in range(reps + warmup):
+            try:
+                ms, body = service.call("browser_read", {"mode": "network", "max_tokens": 100000})
+            except RuntimeError:
+                break  # a binary without the network log
+            if body.get("total", 0) < 200:
+                raise RuntimeError(f"network_200 listed {body.get('total')} requests")
+            keep(i, "network_200", ms)
     finally:
         service.stop()
     return times
@@ -118,6 +154,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", required=True, help="the binary before the change")
     ap.add_argument("--b", required=True, help="the binary after the change")
+    ap.add_argument("--a-config", help="a configuration file for A (webpilot --config)")
+    ap.add_argument("--b-config", help="a configuration file for B")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each running A then B")
     ap.add_argument("--reps", type=int, default=15, help="timed repetitions per binary per round")
     args = ap.parse_args()
@@ -125,16 +163,19 @@ def main():
     base = serve_fixtures()
     results: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for _ in range(args.rounds):
-        for label, binary in (("A", args.a), ("B", args.b)):
-            for name, values in measure(binary, base, args.reps).items():
+        for label, binary, config in (("A", args.a, args.a_config), ("B", args.b, args.b_config)):
+            for name, values in measure(binary, config, base, args.reps).items():
                 results[label].setdefault(name, []).extend(values)
 
     print(f"| measure (ms, median of {args.rounds}×{args.reps}) | A | B | B vs A |")
     print("| --- | --- | --- | --- |")
-    for name, a_values in results["A"].items():
-        a = statistics.median(a_values)
-        b = statistics.median(results["B"][name])
-        print(f"| {name} | {a:.1f} | {b:.1f} | {100 * (b / a - 1):+.1f} % |")
+    for name in dict.fromkeys([*results["A"], *results["B"]]):
+        a_values, b_values = results["A"].get(name), results["B"].get(name)
+        a = statistics.median(a_values) if a_values else None
+        b = statistics.median(b_values) if b_values else None
+        change = f"{100 * (b / a - 1):+.1f} %" if a and b else "–"
+        shown = lambda v: f"{v:.1f}" if v is not None else "–"
+        print(f"| {name} | {shown(a)} | {shown(b)} | {change} |")
 
 
 if __name__ == "__main__":
