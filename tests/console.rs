@@ -344,6 +344,65 @@ async fn the_sessions_panel_lists_tabs_thumbnails_and_closes() {
 }
 
 #[tokio::test]
+async fn the_sessions_panel_shows_a_tabs_failed_requests_and_errors_and_a_request_whole() {
+    let person = "console-problems";
+    let troubled = "console-troubled";
+    let opened = tool(
+        "browser_navigate",
+        json!({ "session": troubled, "target": service().page("console-problems.html") }),
+    )
+    .await;
+    let tab = opened["tab"]
+        .as_str()
+        .expect("the tab in the reply")
+        .to_string();
+    // The page's fetch may be answered after its load: the console is asked once the tab has
+    // recorded both problems.
+    let recorded = |args: Value| async move {
+        let read = tool("browser_read", args).await;
+        read["content"].as_str().unwrap_or_default().to_string()
+    };
+    eventually(
+        "the page's 500 and error",
+        Duration::from_secs(10),
+        || async {
+            let network =
+                json!({ "session": troubled, "tab": tab, "mode": "network", "status": "5xx" });
+            let console =
+                json!({ "session": troubled, "tab": tab, "mode": "console", "level": "error" });
+            recorded(network).await.contains("/status/500")
+                && recorded(console).await.contains("broken on purpose")
+        },
+    )
+    .await;
+    open_console(person, "/").await;
+    click(person, "\"Refresh sessions\"").await;
+    click(person, &format!("\"Tabs of {troubled}\"")).await;
+    click(person, &format!("\"Problems of {troubled} {tab}\"")).await;
+    says(person, "error: broken on purpose").await;
+    let problems = evaluate(
+        person,
+        &format!(
+            "document.querySelector('[aria-label=\"problems of {troubled} {tab}\"]').innerText"
+        ),
+    )
+    .await;
+    let problems = problems.as_str().unwrap_or_default();
+    assert!(
+        problems.contains("500 GET") && problems.contains("/status/500"),
+        "{problems}"
+    );
+    assert!(problems.contains("error: broken on purpose"), "{problems}");
+    // The request's line opens it whole: status, headers, the body the server sent, as text.
+    click(person, "500 GET").await;
+    says(person, "Internal Server Error").await;
+    let detail = evaluate(person, "document.querySelector('.request pre').textContent").await;
+    let detail = detail.as_str().unwrap_or_default();
+    assert!(detail.starts_with("GET http://"), "{detail}");
+    assert!(detail.contains("<h1>Status 500</h1>"), "{detail}");
+}
+
+#[tokio::test]
 async fn the_page_is_small_cached_and_revalidated() {
     let response = client()
         .get(format!("{}/", service().api))
