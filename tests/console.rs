@@ -696,3 +696,40 @@ async fn on_a_phone_sized_screen_the_controls_are_all_there_without_sideways_scr
     assert_eq!(status, 200);
     assert_eq!(width["value"], json!([390, 390]), "{width:#}");
 }
+
+#[tokio::test]
+async fn a_new_conversation_asked_for_as_an_answer_ends_is_not_taken_back_by_its_reload() {
+    let person = "console-race-end";
+    open_console(person, "/").await;
+    // The page's own fetch holds the end of the answer's stream until "New conversation" has
+    // been asked for, and the new conversation's creation until the answer is done (and the
+    // console has reloaded what was stored, as it does after each answer).
+    let outcome = evaluate(
+        person,
+        "(async () => { \
+           const previous = (await newConversation()).id; \
+           let end, created; \
+           const ending = new Promise((r) => { end = r; }); \
+           const creation = new Promise((r) => { created = r; }); \
+           const realFetch = window.fetch; \
+           window.fetch = async (url, options = {}) => { \
+             if (String(url).endsWith('/api/conversations') && options.method === 'POST') await creation; \
+             const response = await realFetch(url, options); \
+             if (!String(url).endsWith('/messages')) return response; \
+             const reader = response.body.getReader(); \
+             const body = new ReadableStream({ async pull(stream) { \
+               const { value, done } = await reader.read(); \
+               if (done) { await ending; stream.close(); } else stream.enqueue(value); } }); \
+             return new Response(body, { status: response.status, headers: response.headers }); }; \
+           const answered = send('malformed'); \
+           while (!$('log').textContent.includes('I will fix my arguments.')) \
+             await new Promise((r) => setTimeout(r, 20)); \
+           const creating = newConversation(); \
+           end(); await answered; created(); \
+           const made = (await creating).id; window.fetch = realFetch; \
+           return { previous, created: made, current }; })()",
+    )
+    .await;
+    assert_ne!(outcome["previous"], outcome["created"], "{outcome}");
+    assert_eq!(outcome["current"], outcome["created"], "{outcome}");
+}
