@@ -143,7 +143,8 @@ def measure(binary: str, config: str | None, base: str, reps: int, warmup: int =
             except RuntimeError:
                 break  # a binary without the network log
             if body.get("total", 0) < 200:
-                raise RuntimeError(f"network_200 listed {body.get('total')} requests")
+                print(f"network_200: {binary} listed {body.get('total')} requests (capture off?), not timed")
+                break
             keep(i, "network_200", ms)
     finally:
         service.stop()
