@@ -21,6 +21,7 @@ use crate::tenancy::files::FileRoots;
 use crate::tenancy::links::{LiveLinks, PublicUrl};
 use crate::tenancy::{SharedKeys, Tenants};
 use crate::tools::{Ctx, Registry};
+use crate::trace::Traces;
 use crate::web::WebService;
 
 /// Everything a front needs. Cheap to clone.
@@ -43,6 +44,8 @@ pub struct App {
     pub live_links: Arc<LiveLinks>,
     /// Where people reach the service (live-view links start with it).
     pub public_url: Arc<PublicUrl>,
+    /// Every session's trace of its tool calls.
+    pub traces: Arc<Traces>,
     /// Cancelled once, when the service shuts down (a signal, or the end of a CLI command).
     pub stop: CancellationToken,
     /// The service's background work (crawl tasks, chats streaming, the session reaper), which
@@ -97,6 +100,8 @@ impl App {
         let files = Arc::new(FileRoots::new(&config.files, &config.data_dir)?);
         let live_links = Arc::new(live_links(&config, database.as_ref()).await?);
         let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));
+        let traces = Arc::new(Traces::new(config.data_dir.clone(), config.trace.clone()));
+        sweep_traces(traces.clone(), stop.clone(), &tasks);
         let registry = Arc::new(Registry::new(Ctx {
             config: config.clone(),
             files,
@@ -108,6 +113,7 @@ impl App {
             live_links: live_links.clone(),
             public_url: public_url.clone(),
             profiles: Profiles::open(&config.data_dir, database, config.profile_key.as_deref())?,
+            traces: traces.clone(),
         }));
         let agent = Arc::new(Agent::new(&config.llm, registry.clone())?);
         Ok(Self {
@@ -122,6 +128,7 @@ impl App {
             tenants,
             live_links,
             public_url,
+            traces,
             stop,
             tasks,
         })
@@ -211,6 +218,24 @@ async fn live_links(config: &Config, database: Option<&Database>) -> anyhow::Res
 fn instance_id() -> String {
     let bytes = crate::ids::random_bytes::<4>();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Removes traces past `[trace] max_age_hours`: at start, then every hour.
+fn sweep_traces(traces: Arc<Traces>, stop: CancellationToken, tasks: &TaskTracker) {
+    tasks.spawn(async move {
+        loop {
+            let sweeper = traces.clone();
+            if let Ok(removed) = tokio::task::spawn_blocking(move || sweeper.sweep()).await
+                && removed > 0
+            {
+                tracing::info!(removed, "old traces removed");
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -78,6 +78,21 @@ const RESERVED_PREFIXES: [&str; 2] = ["_", MCP_PREFIX];
 pub struct SessionName(Arc<str>);
 
 impl SessionName {
+    /// The name as a folder name (downloads, traces): what is not alphanumeric, `-` or `_`
+    /// becomes `_`.
+    pub fn folder(&self) -> String {
+        self.as_str()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
     /// Checks a name: 1–64 letters, digits or `- _ . : @`.
     pub fn parse(name: &str) -> ToolResult<Self> {
         let valid = !name.is_empty()

@@ -17,20 +17,24 @@
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
 //! - [`crawl`]: batch crawl tasks — bounded parallelism, a SQLite or PostgreSQL store with
 //!   leases shared by instances, progress events.
+//! - [`trace`]: each session's trace of its tool calls (with the elements they acted on), kept
+//!   as JSON Lines and exported as a zip.
 //! - [`pages`]: reading one page as a service — HTTP or a browser render, extraction, paging.
 //! - [`browser`]: everything that speaks CDP — pool, sessions and tabs, readiness, element
 //!   refs, content. Nothing outside this module names chromiumoxide.
 //! - [`egress`]: the policy proxy every connection of Chromium goes through (SOCKS5, one lane
 //!   per browser context, refusals logged per lane).
 //! - [`web`]: the browserless side — guarded HTTP client, search backends, extraction, Markdown.
+//! - [`replay`]: a trace run again without a model — elements found again by identity, healed
+//!   steps reported, JUnit XML.
 //! - [`agent`]: the tool loop driving any OpenAI-compatible model, and stored conversations.
 //! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, the live view, OpenAPI, auth,
 //!   shutdown.
 //! - [`app`]: wires everything together for the server and the CLI.
 //!
 //! Dependencies point one way, down the layers of ARCHITECTURE.md (checked from the parsed
-//! imports by `tests/architecture.rs`): `cli` → `server` → `app` → `agent` → `tools` →
-//! `crawl` → `pages` → `browser` | `web` → `egress` | `profiles` → `tenancy` → `db` →
+//! imports by `tests/architecture.rs`): `cli` → `server` → `app` → `agent` | `replay` → `tools` →
+//! `crawl` | `trace` → `pages` → `browser` | `web` → `egress` | `profiles` → `tenancy` → `db` →
 //! `policy` | `metrics` → `config` → `error` | `ids` | `sync`.
 
 pub mod agent;
@@ -47,10 +51,12 @@ pub mod metrics;
 pub mod pages;
 pub mod policy;
 pub mod profiles;
+pub mod replay;
 pub mod server;
 pub mod sync;
 pub mod tenancy;
 pub mod tools;
+pub mod trace;
 pub mod web;
 
 pub use app::App;

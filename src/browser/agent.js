@@ -795,8 +795,77 @@
     return { ...reachTop(view, point.x, point.y), scrolled };
   }
 
+  // The interactive elements of this document (same-origin frames included) in order, with
+  // their role and name: what identities are counted and matched among.
+  function listed() {
+    const top = { x: 0, y: 0, w: innerWidth, h: innerHeight, parent: null };
+    const found = [];
+    collect(document.documentElement, { x: 0, y: 0 }, top, found);
+    return found.filter((f) => f.el).map((f) => ({ el: f.el, role: f.role, name: squash(nameOf(f.el, f.role), 80) }));
+  }
+  const STABLE = ['id', 'name', 'data-testid', 'aria-label', 'href', 'type'];
+  const shown = (el) => (el.checkVisibility ? el.checkVisibility({ visibilityProperty: false }) : true);
+  // Who the element behind `ref` is in terms that survive a re-render (a trace's record of what
+  // an action acted on): role, name, the nth of that role and name here, stable attributes.
+  function identify(ref) {
+    const found = resolve(ref);
+    if (found.status !== 'ok') return null;
+    const el = found.el;
+    const role = roleOf(el) || 'clickable';
+    const name = squash(nameOf(el, role), 80);
+    // Counted among the same tag (and explicit role) in the element's own root: cheap enough
+    // to run before every action.
+    const root = el.getRootNode();
+    const explicit = el.getAttribute('role');
+    const peers = root.querySelectorAll(explicit ? `${el.tagName},[role="${CSS.escape(explicit)}"]` : el.tagName);
+    let nth = 0;
+    for (const peer of peers) {
+      if (peer === el) break;
+      if (!shown(peer)) continue;
+      const peerRole = roleOf(peer) || 'clickable';
+      if (peerRole === role && squash(nameOf(peer, peerRole), 80) === name) nth++;
+    }
+    const me = { role, name };
+    const attributes = {};
+    for (const a of STABLE) { const v = el.getAttribute(a); if (v) attributes[a] = v; }
+    return { role: me.role, name: me.name, nth, tag: el.tagName.toLowerCase(), attributes,
+      origin: location.origin, path: location.pathname };
+  }
+  // Finds an identity again: the same stable attributes (exact), else the nth element of the same
+  // role and name, else the closest by role and name. Answers its ref (the element list must
+  // have numbered it), how it was found, and the nearest candidates.
+  function locate(identity) {
+    const all = listed();
+    const attrs = Object.entries(identity.attributes || {}).filter(([k]) => k !== 'href' && k !== 'type');
+    // Counted the way `identify` counted: the same tag, role and name, in document order.
+    const same = Array.from(document.querySelectorAll(identity.tag || '*'))
+      .map((el) => ({ el, role: roleOf(el) || 'clickable' }))
+      .filter((e) => shown(e.el) && e.role === identity.role && squash(nameOf(e.el, e.role), 80) === identity.name);
+    const exact = attrs.length && all.filter((e) => attrs.every(([k, v]) => e.el.getAttribute(k) === v));
+    const bigrams = (t) => { const s = t.toLowerCase(); const out = []; for (let i = 0; i < s.length - 1; i++) out.push(s.slice(i, i + 2)); return out; };
+    const similar = (a, b) => {
+      if (a === b) return 1;
+      const x = bigrams(a), y = bigrams(b);
+      if (!x.length || !y.length) return 0;
+      let common = 0; const pool = [...y];
+      for (const g of x) { const i = pool.indexOf(g); if (i >= 0) { common++; pool.splice(i, 1); } }
+      return (2 * common) / (x.length + y.length);
+    };
+    const scored = all.map((e) => ({ e, score: (e.role === identity.role ? 0.5 : 0) + 0.5 * similar(e.name, identity.name) }))
+      .sort((a, b) => b.score - a.score);
+    const candidates = scored.slice(0, 3).map(({ e, score }) => ({ role: e.role, name: e.name, score: Math.round(score * 100) / 100 }));
+    let how = null, el = null;
+    const nth = same[identity.nth || 0];
+    // Recorded without stable attributes: role, name and position were all it had.
+    if (!attrs.length && nth) { how = 'exact'; el = nth.el; }
+    else if (exact && exact.length === 1 && exact[0].role === identity.role && exact[0].name === identity.name) { how = 'exact'; el = exact[0].el; }
+    else if (same.length) { how = 'role_name'; el = (nth || same[0]).el; }
+    else if (scored.length && scored[0].score >= 0.75) { how = 'nearest'; el = scored[0].e.el; }
+    return { ref: el ? (refOf.get(el) ?? null) : null, how, candidates };
+  }
+
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId }),
+    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate }),
     enumerable: false,
   });
 })();

@@ -25,6 +25,7 @@ mod navigation;
 mod observe;
 mod pool;
 mod print;
+mod recognize;
 mod session;
 mod settle;
 mod snapshot;
@@ -49,6 +50,7 @@ pub use pool::{
     remove_abandoned_uploads,
 };
 pub use print::{Paper, Printing};
+pub use recognize::{Candidate, ElementIdentity, Match, Recognized};
 pub use session::{
     BrowserService, SavedHar, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
     Turn,

@@ -36,6 +36,16 @@ impl Default for RefBook {
     }
 }
 
+impl RefBook {
+    /// The foreign frames (by key) whose elements hold refs.
+    pub(crate) fn frame_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.frame_refs.values().cloned().collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+}
+
 /// One interactive element as listed to agents.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Element {

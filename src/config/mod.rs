@@ -1,5 +1,5 @@
 //! The configuration model: one `Config` for the whole process, its sections (`[fetch]`,
-//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`, `[network]`), their defaults, the tenants' key
+//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`, `[network]`, `[trace]`), their defaults, the tenants' key
 //! entries (`KeyEntry`, `KeysFile`) and `SearchBackend`.
 //!
 //! Where the values come from: defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags. Flags
@@ -111,6 +111,8 @@ pub struct Config {
     pub downloads: DownloadsConfig,
     /// What each tab records of what its page did (browser_read mode=network|console, HAR).
     pub network: NetworkConfig,
+    /// The trace every session keeps of its tool calls (export, replay).
+    pub trace: TraceConfig,
     /// An upstream proxy for the browser and the HTTP client alike (`http://user:pass@host:port`
     /// or `socks5://…`); the URL policy still judges every target.
     pub proxy: Option<String>,
@@ -325,6 +327,29 @@ impl Default for NetworkConfig {
     }
 }
 
+/// Each session's trace: its browser tool calls in order, with the elements they acted on
+/// (`GET /api/sessions/{session}/trace`, `webpilot trace export`, `webpilot replay`).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Record every session's trace.
+    pub enabled: bool,
+    /// A trace is removed this many hours after its last step.
+    pub max_age_hours: u64,
+    /// A trace stops growing at this many bytes (its first steps are kept).
+    pub max_bytes: u64,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_age_hours: 72,
+            max_bytes: 50 * 1024 * 1024,
+        }
+    }
+}
+
 /// Limits and address policy of browserless fetches.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -482,6 +507,7 @@ impl Default for Config {
             files: FilesConfig::default(),
             downloads: DownloadsConfig::default(),
             network: NetworkConfig::default(),
+            trace: TraceConfig::default(),
             proxy: None,
             proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),

@@ -47,6 +47,7 @@ use crate::tools::{Registry, ToolSpec};
         super::sessions::create,
         super::sessions::list,
         super::sessions::close,
+        super::sessions::trace,
     ),
     components(schemas(ErrorBody, ToolError, ErrorCode, SseEvent)),
     tags(

@@ -1,6 +1,7 @@
 //! Private sessions: `POST /api/sessions` creates one under an unguessable name (`s-` and 128
 //! random bits) that only its creator knows, `GET /api/sessions` lists the live sessions,
-//! `DELETE /api/sessions/{id}` closes one (its tabs, cookies and staged files).
+//! `DELETE /api/sessions/{id}` closes one (its tabs, cookies and staged files), and
+//! `GET /api/sessions/{id}/trace` gives a session's trace as a zip.
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub(super) fn routes(app: App) -> Router {
     Router::new()
         .route("/api/sessions", get(list).post(create))
         .route("/api/sessions/{id}", delete(close))
+        .route("/api/sessions/{id}/trace", get(trace))
         .with_state(app)
 }
 
@@ -174,4 +176,36 @@ async fn close(
             format!("no live session {id:?}"),
         ))
     }
+}
+
+/// The session's trace as a zip holding `trace.jsonl`: every browser tool call in order, with
+/// the elements the actions acted on and secrets as named placeholders. A closed session's
+/// trace stays until `[trace] max_age_hours`.
+#[utoipa::path(get, path = "/api/sessions/{id}/trace", tag = "sessions",
+    params(("id" = String, Path, description = "The session's name, as the caller names it.")),
+    responses(
+        (status = 200, description = "A zip holding trace.jsonl.", content_type = "application/zip"),
+        (status = 400, description = "INVALID_ARGUMENT: not a session name", body = ErrorBody),
+        (status = 404, description = "NO_SUCH_SESSION: the session has no trace", body = ErrorBody),
+    ))]
+async fn trace(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Result<axum::response::Response, ToolError> {
+    use axum::response::IntoResponse;
+    let name = SessionName::parse(&id)?;
+    let zip = app.traces.export(&tenant, &name).await?;
+    let disposition = format!("attachment; filename=\"{}-trace.zip\"", name.folder());
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/zip".to_string(),
+            ),
+            (axum::http::header::CONTENT_DISPOSITION, disposition),
+        ],
+        zip,
+    )
+        .into_response())
 }

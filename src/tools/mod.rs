@@ -13,7 +13,6 @@ mod cookies;
 mod crawl;
 mod interact;
 mod navigate;
-mod observe;
 mod open_web_page;
 mod read;
 mod schema;
@@ -141,6 +140,8 @@ pub struct Ctx {
     pub public_url: Arc<PublicUrl>,
     /// Every tenant's saved profiles (files or PostgreSQL, and the profile key).
     pub profiles: crate::profiles::Profiles,
+    /// Every session's trace of its tool calls.
+    pub traces: Arc<crate::trace::Traces>,
 }
 
 /// What a tool works on, which decides what its calls resolve before it runs.

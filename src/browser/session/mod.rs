@@ -297,20 +297,6 @@ pub struct SessionGuard {
     quiet: bool,
 }
 
-/// A session name as a folder name: what is not alphanumeric, `-` or `_` becomes `_`.
-fn folder_name(session: &str) -> String {
-    session
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// Numbers sessions as they are created.
 static SESSION_SERIAL: AtomicU64 = AtomicU64::new(0);
 
@@ -322,7 +308,7 @@ impl Session {
         self.tenant
             .data_dir(data_dir)
             .join("downloads")
-            .join(folder_name(self.name.as_str()))
+            .join(self.name.folder())
     }
 
     fn new(tenant: Arc<Tenant>, name: SessionName, scratch: bool, place: Place) -> Arc<Self> {

@@ -117,11 +117,7 @@ impl BrowserService {
             .data_dir
             .join("uploads")
             .join(std::process::id().to_string())
-            .join(format!(
-                "{}-{}",
-                folder_name(session.name.as_str()),
-                session.serial
-            ))
+            .join(format!("{}-{}", session.name.folder(), session.serial))
     }
 
     /// Lets a session's pages download into `downloads/<session>/` of its tenant's data dir and

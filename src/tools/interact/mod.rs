@@ -10,10 +10,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod handoff;
+mod replayed;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, DialogAnswer, DialogRecord, Downloaded, FieldCheck, PageEvents, Tab, ValueMismatch,
+    Aftermath, DialogAnswer, DialogRecord, Downloaded, ElementIdentity, FieldCheck, PageEvents,
+    Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -82,6 +84,10 @@ pub struct InteractArgs {
     pub timeout_ms: Option<PersonTimeoutMs>,
     pub tab: Option<String>,
     pub session: Option<SessionField>,
+    /// Replays: the element by the identity a trace recorded, found again on the page (instead
+    /// of `ref`). Not in the tool list: agents act by ref.
+    #[schemars(skip)]
+    pub target: Option<ElementIdentity>,
 }
 
 // A file sent with the call; its name's extension gives the type the page sees. (A plain
@@ -155,6 +161,9 @@ pub struct InteractOutput {
     /// Tabs the action opened (popups, target=_blank).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     new_tabs: Vec<String>,
+    /// With `target`: how the element was found again, and what it is now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recognized: Option<replayed::Seen>,
     /// What went wrong while the action ran (console errors, page errors, failed requests);
     /// absent when nothing did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -248,6 +257,7 @@ impl InteractOutput {
             added: None,
             new_tabs: Vec::new(),
             page_events: None,
+            recognized: None,
         }
     }
 }
@@ -266,7 +276,8 @@ impl Tool for Interact {
     const DESCRIPTION: &'static str =
         "Act on elements by ref (browser_read), or hand off to a person; reports what changed.";
 
-    async fn run(&self, call: &mut Call<'_>, args: InteractArgs) -> ToolResult<InteractOutput> {
+    async fn run(&self, call: &mut Call<'_>, mut args: InteractArgs) -> ToolResult<InteractOutput> {
+        let recognized = replayed::find_target(call, &mut args).await?;
         // A hand-off, or a wait while one is open, waits for the person; a person who has
         // control already is who it is for, so it does not wait for their control to end.
         let handing_off = match args.action {
@@ -311,6 +322,7 @@ impl Tool for Interact {
             id = call.tab().await?.id.clone();
             done
         } else {
+            replayed::note_target(call, &id, args.ref_id).await?;
             let deadline = call.time_left();
             perform(call.use_tab(&id)?, &args, &files, deadline).await?
         };
@@ -338,6 +350,7 @@ impl Tool for Interact {
             output.page_events = tab.page_events().await;
         }
         output.new_tabs = call.session().await?.sync_tabs().await?;
+        output.recognized = recognized;
         Ok(output)
     }
 }

@@ -5,6 +5,8 @@
 //! then compiles it once with the library instead of instantiating every generic it uses a
 //! second time in the binary (that took 100 s of a fresh build on 2 cores).
 
+mod replay;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -70,6 +72,26 @@ enum Command {
     },
     /// Print a SKILL.md that teaches a coding agent to use webpilot through `webpilot call`.
     Skill,
+    /// A session's trace, from the data dir: `webpilot trace export SESSION -o run.zip`.
+    Trace {
+        #[command(subcommand)]
+        action: TraceAction,
+    },
+    /// Run a trace again without a model, in a fresh session; exit status 1 when a step fails.
+    Replay {
+        /// The trace: a zip from `trace export` or `GET /api/sessions/{session}/trace`, or its
+        /// trace.jsonl.
+        trace: PathBuf,
+        /// Where the recorded site lives now (replaces the origin of its first navigation).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// A secret's value, `name=value` (else WEBPILOT_SECRET_<NAME>); repeatable.
+        #[arg(long = "secret", value_name = "NAME=VALUE")]
+        secrets: Vec<String>,
+        /// Also write the report as JUnit XML here.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
     /// Manage tenants' keys: in the keys file (--keys-file, default <data dir>/keys.toml), or in
     /// PostgreSQL with --database-url, where every instance reads them at start.
     Keys {
@@ -79,6 +101,21 @@ enum Command {
     /// Print docs/configuration.md: every setting and flag, generated from their definitions.
     #[command(hide = true)]
     ConfigReference,
+}
+
+#[derive(Subcommand)]
+enum TraceAction {
+    /// Write a session's trace as a zip (trace.jsonl).
+    Export {
+        /// The session's name.
+        session: String,
+        /// A keys-file tenant's session (default: the operator's).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The zip to write (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -172,6 +209,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
         Command::Keys { action } => keys(&config, action).await,
+        Command::Trace { action } => replay::trace(config, action).await,
+        Command::Replay {
+            trace,
+            base_url,
+            secrets,
+            junit,
+        } => replay::replay(config, &trace, base_url, &secrets, junit).await,
         Command::Mcp => {
             use rmcp::ServiceExt;
             let app = App::new(config).await?;

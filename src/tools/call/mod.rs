@@ -4,6 +4,8 @@
 //! resolved by one rule, a tracing span with session and tab, and the reply built from the
 //! typed output plus `session`/`tab`/`url`/`title` (browser tools) and `elapsed_ms`.
 
+mod traced;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,6 +112,8 @@ pub struct Call<'a> {
     used_tab: Option<String>,
     images: Vec<Image>,
     file: Option<Image>,
+    /// The element the call's action is about to act on, for the session's trace.
+    target: Option<crate::browser::ElementIdentity>,
 }
 
 impl<'a> Call<'a> {
@@ -258,6 +262,21 @@ impl<'a> Call<'a> {
     /// Adds an image to the result, for fronts that show images.
     pub fn image(&mut self, mime: &'static str, data: Vec<u8>) {
         self.images.push(Image { mime, data });
+    }
+
+    /// Whether the call opened (or found) its session.
+    pub(super) fn opened_session(&self) -> bool {
+        self.guard.is_some()
+    }
+
+    /// The element noted by `note_target`, taken.
+    pub(super) fn take_target(&mut self) -> Option<crate::browser::ElementIdentity> {
+        self.target.take()
+    }
+
+    /// Notes the element the action is about to act on (for the session's trace).
+    pub fn note_target(&mut self, target: Option<crate::browser::ElementIdentity>) {
+        self.target = target;
     }
 
     /// Offers a file the tool wrote to a REST client that asks for `mime`.
@@ -424,6 +443,8 @@ async fn respond<T: Tool>(
     started: Instant,
     span: tracing::Span,
 ) -> ToolResult<ToolOutput> {
+    // What the session's trace keeps of the call: its arguments as sent.
+    let traced = (T::SCOPE == Scope::Browser && ctx.traces.enabled()).then(|| args.clone());
     let args = parse_args::<T::Args>(T::NAME, args)?;
     // The front's own session (an MCP connection's) may be a reserved name; the caller's not.
     let session_name = SessionName::choose(args.session(), caller.session.as_ref())?;
@@ -449,8 +470,23 @@ async fn respond<T: Tool>(
         used_tab: None,
         images: Vec::new(),
         file: None,
+        target: None,
     };
-    let output = tool.run(&mut call, args).await?;
+    let result = finish::<T>(tool.run(&mut call, args).await, &mut call, started).await;
+    if let Some(arguments) = traced {
+        traced::record(&mut call, T::NAME, arguments, &result, started).await;
+    }
+    result
+}
+
+/// A tool's output as every front sees it: the JSON reply (with the place for browser tools),
+/// images and files.
+async fn finish<T: Tool>(
+    output: ToolResult<T::Output>,
+    call: &mut Call<'_>,
+    started: Instant,
+) -> ToolResult<ToolOutput> {
+    let output = output?;
     let summary = T::summary(&output);
     let json = match T::SCOPE {
         Scope::Browser => {
@@ -469,8 +505,8 @@ async fn respond<T: Tool>(
     };
     Ok(ToolOutput {
         json,
-        images: call.images,
-        file: call.file,
+        images: std::mem::take(&mut call.images),
+        file: call.file.take(),
         summary,
     })
 }

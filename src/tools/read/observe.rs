@@ -5,7 +5,7 @@ use crate::browser::{ConsoleQuery, NetworkQuery, StatusFilter, Tab};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{Slice, slice_lines, slice_text};
 
-use super::read::{ReadArgs, ReadMode, ReadOutput};
+use super::{ReadArgs, ReadMode, ReadOutput};
 
 /// The network-only and console-only fields, for the error when another mode gets them.
 fn misplaced(args: &ReadArgs, mode: ReadMode) -> Option<&'static str> {

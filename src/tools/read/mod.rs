@@ -2,6 +2,8 @@
 //! the sections relevant to a query; or what the page did (requests, console) — always paged
 //! within a token budget.
 
+mod observe;
+
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -199,7 +201,7 @@ impl Tool for Read {
             ReadMode::Extract => required_query(&args, "extract")?,
             _ => "",
         };
-        super::observe::check_fields(&args, mode)?;
+        observe::check_fields(&args, mode)?;
         let tab = call.tab().await?;
         let cursor = args.cursor.as_deref();
         // What the page did is there whether or not it shows a document.
@@ -245,8 +247,8 @@ impl Tool for Read {
                 let text = tab.content(&part, form).await?;
                 ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
             }
-            ReadMode::Network => super::observe::read_network(tab, &args, budget, cursor).await?,
-            ReadMode::Console => super::observe::read_console(tab, &args, budget, cursor).await?,
+            ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
+            ReadMode::Console => observe::read_console(tab, &args, budget, cursor).await?,
         })
     }
 

@@ -1,0 +1,84 @@
+//! `webpilot trace export` and `webpilot replay`: a session's trace out of the data dir, and a
+//! trace run again in-process without a model.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::{TraceAction, print_json};
+use crate::App;
+use crate::config::Config;
+use crate::ids::{SessionName, TenantName};
+use crate::replay::{Options, junit_xml};
+use crate::trace::{Traces, read_steps};
+
+pub(super) async fn trace(config: Config, action: TraceAction) -> anyhow::Result<ExitCode> {
+    let TraceAction::Export {
+        session,
+        tenant,
+        output,
+    } = action;
+    let session = SessionName::parse(&session).map_err(|e| anyhow::anyhow!(e.message))?;
+    let tenants = crate::tenancy::Tenants::from_config(&config)?;
+    let tenant = match tenant {
+        Some(name) => {
+            let name = TenantName::from_stored(&name);
+            tenants
+                .named(&name)
+                .ok_or_else(|| anyhow::anyhow!("no tenant {name:?} in the keys file"))?
+        }
+        None => tenants.operator().clone(),
+    };
+    let traces = Traces::new(config.data_dir.clone(), config.trace.clone());
+    let zip = match traces.export(&tenant, &session).await {
+        Ok(zip) => zip,
+        Err(error) => {
+            print_json(&error.to_json())?;
+            return Ok(ExitCode::from(1));
+        }
+    };
+    match output {
+        Some(path) => std::fs::write(&path, zip)?,
+        None => std::io::Write::write_all(&mut std::io::stdout(), &zip)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn replay(
+    config: Config,
+    trace: &Path,
+    base_url: Option<String>,
+    secrets: &[String],
+    junit: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(trace)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", trace.display()))?;
+    let steps = read_steps(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", trace.display()))?;
+    let mut options = Options {
+        base_url,
+        ..Options::default()
+    };
+    for secret in secrets {
+        let (name, value) = secret
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--secret {secret:?}: expected NAME=VALUE"))?;
+        options.secrets.insert(name.to_string(), value.to_string());
+    }
+    let app = App::new(config).await?;
+    crate::server::cancel_on_signal(app.stop.clone());
+    let tenant = app.tenants.operator().clone();
+    let report = crate::replay::run(&app.registry, tenant, &steps, &options).await;
+    app.shutdown().await;
+    if let Some(path) = junit {
+        let name = trace
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("replay");
+        std::fs::write(path, junit_xml(&report, name))?;
+    }
+    print_json(&report)?;
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,237 @@
+//! Replaying a trace without a model: the steps that change the page (navigations, actions,
+//! tab changes, loaded logins) run again in a fresh session through the same registry, each
+//! recorded element found again by its identity — a step that found it only by role and name,
+//! or as the nearest candidate, is reported **healed** with its old and new identity. The first
+//! step that fails ends the run, naming the step and the closest candidates. `junit` writes the
+//! report for CI.
+
+mod junit;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ids::{SessionName, unguessable};
+use crate::tenancy::Tenant;
+use crate::tools::{Caller, Registry};
+use crate::trace::Step;
+
+pub use junit::junit_xml;
+
+/// How to replay.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Where the recorded site now lives: the origin of the trace's first navigation is
+    /// replaced by this one in every URL.
+    pub base_url: Option<String>,
+    /// Values of the trace's secrets by name (`{{password}}`); missing ones are read from
+    /// `WEBPILOT_SECRET_<NAME>`.
+    pub secrets: HashMap<String, String>,
+}
+
+/// What became of one step.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Passed,
+    /// Passed, with its element found by role and name or as the nearest candidate.
+    Healed,
+    Failed,
+    /// Not replayed: it only read, or it needs a person.
+    Skipped,
+}
+
+/// One step of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub seq: u64,
+    pub tool: String,
+    /// `navigate http://…`, `click button "Pay"`.
+    pub what: String,
+    pub status: Status,
+    /// Why it failed, or how it healed (old → new identity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub elapsed_ms: u64,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub passed: bool,
+    pub healed: usize,
+    pub steps: Vec<Outcome>,
+    pub elapsed_ms: u64,
+}
+
+/// Runs `steps` for `tenant` in a new session of its own, closed at the end.
+pub async fn run(
+    registry: &Registry,
+    tenant: std::sync::Arc<Tenant>,
+    steps: &[Step],
+    options: &Options,
+) -> Report {
+    let started = Instant::now();
+    let session = SessionName::parse(&unguessable("replay-")).ok();
+    let caller = Caller {
+        session,
+        ..Caller::new(tenant)
+    };
+    let recorded_base = steps
+        .iter()
+        .find(|s| s.tool == "browser_navigate")
+        .and_then(|s| s.args["target"].as_str())
+        .and_then(|url| url::Url::parse(url).ok())
+        .map(|url| url.origin().ascii_serialization());
+    let mut outcomes = Vec::new();
+    for step in steps {
+        let outcome = replay_step(registry, &caller, step, options, recorded_base.as_deref()).await;
+        let failed = outcome.status == Status::Failed;
+        outcomes.push(outcome);
+        if failed {
+            break;
+        }
+    }
+    let passed = outcomes.iter().all(|o| o.status != Status::Failed);
+    Report {
+        passed,
+        healed: outcomes
+            .iter()
+            .filter(|o| o.status == Status::Healed)
+            .count(),
+        steps: outcomes,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    }
+}
+
+/// Whether a step changes what the page is (and so is replayed).
+fn replayed(step: &Step) -> bool {
+    let action = step.args["action"].as_str().unwrap_or_default();
+    match step.tool.as_str() {
+        "browser_navigate" => true,
+        "browser_interact" => !matches!(action, "handoff" | "options" | "download"),
+        "browser_tabs" => matches!(action, "new" | "switch" | "close"),
+        "browser_cookies" => matches!(action, "load" | "import" | "clear" | "ensure_login"),
+        _ => false,
+    }
+}
+
+async fn replay_step(
+    registry: &Registry,
+    caller: &Caller,
+    step: &Step,
+    options: &Options,
+    recorded_base: Option<&str>,
+) -> Outcome {
+    let started = Instant::now();
+    let mut outcome = Outcome {
+        seq: step.seq,
+        tool: step.tool.clone(),
+        what: describe(step),
+        status: Status::Skipped,
+        detail: None,
+        elapsed_ms: 0,
+    };
+    if !replayed(step) || !step.ok {
+        outcome.detail = (!step.ok).then(|| "it failed when recorded".to_string());
+        return outcome;
+    }
+    let arguments = match arguments(step, options, recorded_base) {
+        Ok(arguments) => arguments,
+        Err(missing) => {
+            outcome.status = Status::Failed;
+            outcome.detail = Some(missing);
+            return outcome;
+        }
+    };
+    let result = registry.call(&step.tool, arguments, caller).await;
+    outcome.elapsed_ms = started.elapsed().as_millis() as u64;
+    match result {
+        Ok(output) => {
+            let seen = &output.json["recognized"];
+            if seen.is_object() && seen["how"] != "exact" {
+                outcome.status = Status::Healed;
+                outcome.detail = Some(healed(step, seen));
+            } else {
+                outcome.status = Status::Passed;
+            }
+        }
+        Err(error) => {
+            outcome.status = Status::Failed;
+            outcome.detail = Some(format!("{}: {}", error.code.name(), error.message));
+        }
+    }
+    outcome
+}
+
+/// The step's arguments for the replay: the element by identity instead of its old ref,
+/// secrets filled in, URLs moved to `base_url`.
+fn arguments(step: &Step, options: &Options, recorded_base: Option<&str>) -> Result<Value, String> {
+    let mut arguments = step.args.clone();
+    let Value::Object(map) = &mut arguments else {
+        return Ok(arguments);
+    };
+    if let Some(target) = &step.target {
+        map.remove("ref");
+        map.insert(
+            "target".into(),
+            serde_json::to_value(target).unwrap_or_default(),
+        );
+    }
+    for secret in &step.secrets {
+        let value = options
+            .secrets
+            .get(secret)
+            .cloned()
+            .or_else(|| std::env::var(format!("WEBPILOT_SECRET_{}", secret.to_ascii_uppercase())).ok())
+            .ok_or_else(|| {
+                format!("secret {secret:?} is not given: pass --secret {secret}=… or set WEBPILOT_SECRET_{}", secret.to_ascii_uppercase())
+            })?;
+        for field in map.values_mut() {
+            if let Value::String(text) = field {
+                *text = text.replace(&format!("{{{{{secret}}}}}"), &value);
+            }
+        }
+    }
+    if let (Some(from), Some(to)) = (recorded_base, &options.base_url) {
+        let to = to.trim_end_matches('/');
+        for key in ["target", "url"] {
+            if let Some(Value::String(url)) = map.get_mut(key)
+                && url.starts_with(from)
+            {
+                *url = format!("{to}{}", &url[from.len()..]);
+            }
+        }
+    }
+    Ok(arguments)
+}
+
+fn describe(step: &Step) -> String {
+    let action = step.args["action"].as_str();
+    match (step.tool.as_str(), &step.target) {
+        ("browser_navigate", _) => {
+            format!("navigate {}", step.args["target"].as_str().unwrap_or(""))
+        }
+        (_, Some(target)) => format!("{} {}", action.unwrap_or("act on"), target.label()),
+        (tool, None) => format!("{tool} {}", action.unwrap_or_default())
+            .trim()
+            .to_string(),
+    }
+}
+
+fn healed(step: &Step, seen: &Value) -> String {
+    let before = step
+        .target
+        .as_ref()
+        .map_or_else(String::new, |t| format!("{} {:?}", t.label(), t.attributes));
+    let now = &seen["now"];
+    format!(
+        "found by {}: was {before}, now {} {:?} {}",
+        seen["how"].as_str().unwrap_or_default(),
+        now["role"].as_str().unwrap_or_default(),
+        now["name"].as_str().unwrap_or_default(),
+        now["attributes"]
+    )
+}

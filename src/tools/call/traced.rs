@@ -1,0 +1,75 @@
+//! A browser tool call written into its session's trace (`crate::trace`) once it has ended,
+//! secrets masked, with the element it acted on.
+
+use serde_json::Value;
+
+use super::Call;
+use crate::error::ToolResult;
+use crate::tools::ToolOutput;
+use crate::trace::{Step, mask};
+
+/// Records the call in its session's trace; only calls that reached a session are.
+pub(super) async fn record(
+    call: &mut Call<'_>,
+    tool: &str,
+    mut arguments: Value,
+    result: &ToolResult<ToolOutput>,
+    started: std::time::Instant,
+) {
+    if !call.opened_session() {
+        return;
+    }
+    let target = call.take_target();
+    let secrets = mask(tool, &mut arguments, target.as_ref());
+    if let Value::Object(map) = &mut arguments {
+        // The session is the trace's own; a replay runs in a session of its own.
+        map.remove("session");
+    }
+    let (ok, summary, tab, url, page_events) = match result {
+        Ok(output) => (
+            true,
+            output.summary.clone(),
+            output.json["tab"].as_str().map(str::to_string),
+            output.json["url"].as_str().map(str::to_string),
+            output.json.get("page_events").cloned(),
+        ),
+        Err(error) => (
+            false,
+            format!("{}: {}", error.code.name(), error.message),
+            None,
+            None,
+            None,
+        ),
+    };
+    let step = Step {
+        seq: 0,
+        at: now(),
+        tool: tool.to_string(),
+        args: arguments,
+        target,
+        tab,
+        url,
+        ok,
+        summary,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        page_events,
+        secrets,
+    };
+    let traces = call.ctx.traces.clone();
+    traces
+        .record(call.tenant(), call.session_name(), step)
+        .await;
+}
+
+/// Now, RFC 3339 with milliseconds.
+fn now() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let base = crate::tenancy::links::rfc3339(since.as_secs());
+    format!(
+        "{}.{:03}Z",
+        base.trim_end_matches('Z'),
+        since.subsec_millis()
+    )
+}

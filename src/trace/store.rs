@@ -1,0 +1,251 @@
+//! Where traces live: one folder per session in its tenant's data dir, its steps appended as
+//! JSON Lines; exported as a zip; removed once older than `[trace] max_age_hours`.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use super::{Step, TRACE_FILE};
+use crate::config::TraceConfig;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::SessionName;
+use crate::sync::Locked;
+use crate::tenancy::Tenant;
+
+/// Every session's trace.
+pub struct Traces {
+    data_dir: PathBuf,
+    config: TraceConfig,
+    /// The last step number and the bytes written, by trace file.
+    written: Mutex<HashMap<PathBuf, (u64, u64)>>,
+}
+
+impl Traces {
+    pub fn new(data_dir: PathBuf, config: TraceConfig) -> Self {
+        Self {
+            data_dir,
+            config,
+            written: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    /// The folder of a session's trace.
+    pub fn folder(&self, tenant: &Tenant, session: &SessionName) -> PathBuf {
+        tenant
+            .data_dir(&self.data_dir)
+            .join("traces")
+            .join(session.folder())
+    }
+
+    /// Appends a step (numbered here) to the session's trace; a trace past `max_bytes` keeps
+    /// its steps so far. Failures are logged: a trace never fails a call.
+    pub async fn record(&self, tenant: &Tenant, session: &SessionName, mut step: Step) {
+        if !self.config.enabled {
+            return;
+        }
+        let folder = self.folder(tenant, session);
+        let file = folder.join(TRACE_FILE);
+        let line = {
+            let mut written = self.written.locked();
+            let (seq, bytes) = written
+                .entry(file.clone())
+                .or_insert_with(|| existing(&file));
+            if *bytes >= self.config.max_bytes {
+                return;
+            }
+            *seq += 1;
+            step.seq = *seq;
+            let Ok(mut line) = serde_json::to_string(&step) else {
+                return;
+            };
+            line.push('\n');
+            *bytes += line.len() as u64;
+            line
+        };
+        let appended = tokio::task::spawn_blocking(move || append(&folder, &file, &line)).await;
+        if let Ok(Err(error)) | Err(error) = appended.map_err(std::io::Error::other) {
+            tracing::warn!(%error, "a trace step could not be written");
+        }
+    }
+
+    /// The session's trace as a zip (`trace.jsonl`).
+    pub async fn export(&self, tenant: &Tenant, session: &SessionName) -> ToolResult<Vec<u8>> {
+        let file = self.folder(tenant, session).join(TRACE_FILE);
+        let name = session.clone();
+        tokio::task::spawn_blocking(move || {
+            let steps = std::fs::read(&file).map_err(|_| no_trace(&name))?;
+            zip_of(&[(TRACE_FILE, steps)])
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("exporting the trace failed: {e}")))?
+    }
+
+    /// Removes traces whose last step is older than `max_age_hours`; returns how many.
+    pub fn sweep(&self) -> usize {
+        let max_age = Duration::from_secs(self.config.max_age_hours.saturating_mul(3600));
+        let mut removed = 0;
+        for folder in trace_folders(&self.data_dir) {
+            let file = folder.join(TRACE_FILE);
+            let age = std::fs::metadata(&file)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| SystemTime::now().duration_since(at).ok());
+            if age.is_some_and(|age| age > max_age) && std::fs::remove_dir_all(&folder).is_ok() {
+                self.written.locked().remove(&file);
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+/// The steps of an exported trace (a zip holding `trace.jsonl`, or the JSON Lines themselves).
+pub fn read_steps(bytes: &[u8]) -> Result<Vec<Step>, String> {
+    let text = if bytes.starts_with(b"PK") {
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+            .map_err(|e| format!("not a trace zip: {e}"))?;
+        let mut entry = archive
+            .by_name(TRACE_FILE)
+            .map_err(|_| format!("the zip holds no {TRACE_FILE}"))?;
+        let mut text = String::new();
+        entry
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{TRACE_FILE} is not text: {e}"))?;
+        text
+    } else {
+        String::from_utf8(bytes.to_vec()).map_err(|_| "the trace is not text".to_string())?
+    };
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .enumerate()
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("step on line {}: {e}", n + 1))
+        })
+        .collect()
+}
+
+fn no_trace(session: &SessionName) -> ToolError {
+    ToolError::new(
+        ErrorCode::NoSuchSession,
+        format!("session {session} has no trace"),
+    )
+    .with_hint("a trace is recorded for every session that used a browser tool while [trace] enabled is on; traces older than [trace] max_age_hours are removed")
+}
+
+/// The last step number and size of a trace written before this process started.
+fn existing(file: &Path) -> (u64, u64) {
+    match std::fs::read_to_string(file) {
+        Ok(text) => (text.lines().count() as u64, text.len() as u64),
+        Err(_) => (0, 0),
+    }
+}
+
+fn append(folder: &Path, file: &Path, line: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(folder)?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(file)?
+        .write_all(line.as_bytes())
+}
+
+fn zip_of(entries: &[(&str, Vec<u8>)]) -> ToolResult<Vec<u8>> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, bytes) in entries {
+        zip.start_file(*name, options)
+            .and_then(|()| zip.write_all(bytes).map_err(Into::into))
+            .map_err(|e| ToolError::internal(format!("writing the trace zip failed: {e}")))?;
+    }
+    let cursor = zip
+        .finish()
+        .map_err(|e| ToolError::internal(format!("writing the trace zip failed: {e}")))?;
+    Ok(cursor.into_inner())
+}
+
+/// Every session's trace folder: `traces/*` in the data dir and in each tenant's.
+fn trace_folders(data_dir: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![data_dir.join("traces")];
+    if let Ok(tenants) = std::fs::read_dir(data_dir.join("tenants")) {
+        roots.extend(tenants.flatten().map(|t| t.path().join("traces")));
+    }
+    roots
+        .iter()
+        .filter_map(|root| std::fs::read_dir(root).ok())
+        .flat_map(|entries| entries.flatten().map(|e| e.path()))
+        .filter(|path| path.is_dir())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TraceConfig;
+
+    fn step(tool: &str) -> Step {
+        Step {
+            seq: 0,
+            at: "2026-12-03T00:00:00.000Z".into(),
+            tool: tool.into(),
+            args: serde_json::json!({}),
+            target: None,
+            tab: None,
+            url: None,
+            ok: true,
+            summary: "ok".into(),
+            elapsed_ms: 1,
+            page_events: None,
+            secrets: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn steps_are_numbered_exported_and_removed_when_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = TraceConfig {
+            max_age_hours: 1,
+            ..TraceConfig::default()
+        };
+        let traces = Traces::new(dir.path().to_path_buf(), config.clone());
+        let tenant = crate::tenancy::Tenant::operator(&crate::config::Config::default()).unwrap();
+        let session = SessionName::parse("shop").unwrap();
+        for tool in ["browser_navigate", "browser_interact"] {
+            traces.record(&tenant, &session, step(tool)).await;
+        }
+        // A process started later goes on numbering.
+        let again = Traces::new(dir.path().to_path_buf(), config);
+        again.record(&tenant, &session, step("browser_read")).await;
+        let steps = read_steps(&again.export(&tenant, &session).await.unwrap()).unwrap();
+        let numbered: Vec<(u64, &str)> = steps.iter().map(|s| (s.seq, s.tool.as_str())).collect();
+        assert_eq!(
+            numbered,
+            [
+                (1, "browser_navigate"),
+                (2, "browser_interact"),
+                (3, "browser_read")
+            ]
+        );
+        assert_eq!(again.sweep(), 0, "a fresh trace stays");
+        let file = again.folder(&tenant, &session).join(TRACE_FILE);
+        let old = SystemTime::now() - Duration::from_secs(2 * 3600);
+        std::fs::File::options()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(again.sweep(), 1);
+        assert!(!file.exists());
+        let gone = again.export(&tenant, &session).await.unwrap_err();
+        assert_eq!(gone.code, ErrorCode::NoSuchSession);
+    }
+}

@@ -1,0 +1,370 @@
+//! Record once, replay without a model. A shop in three versions, each on a port of its own
+//! with its card form in a frame of another site (`localhost`): an agent's run on version 1 is
+//! recorded (a password typed, a cart, a payment in the frame), exported from the session's
+//! trace, and replayed — on version 1 through the CLI (JUnit report, exit status), on version 2
+//! (new ids, test ids and layout, the same buttons by role and name: healed), on version 3 (no
+//! Pay button: the step fails, naming it). What each server saw is asserted, secrets included.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::Html;
+use axum::routing::{get, post};
+use common::{Harness, content_lines, ok_at, ref_of};
+use serde_json::{Value, json};
+
+/// What each version's server received: (version, path, body).
+static SEEN: Mutex<Vec<(u8, String, String)>> = Mutex::new(Vec::new());
+
+fn seen(version: u8) -> Vec<(String, String)> {
+    SEEN.lock()
+        .unwrap()
+        .iter()
+        .filter(|(v, _, _)| *v == version)
+        .map(|(_, path, body)| (path.clone(), body.clone()))
+        .collect()
+}
+
+#[derive(Clone)]
+struct Version {
+    number: u8,
+    port: u16,
+}
+
+struct World {
+    harness: Harness,
+    ports: HashMap<u8, u16>,
+}
+
+fn world() -> &'static World {
+    static WORLD: OnceLock<World> = OnceLock::new();
+    WORLD.get_or_init(|| {
+        let harness = common::start_with(|_| {
+            let mut config = common::loopback_config();
+            config.fetch.allow = vec!["127.0.0.1".into(), "localhost".into()];
+            config
+        });
+        let mut ports = HashMap::new();
+        for number in 1..=3u8 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let port = listener.local_addr().unwrap().port();
+            ports.insert(number, port);
+            let version = Version { number, port };
+            harness.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                tokio::spawn(async move { axum::serve(listener, routes(version)).await });
+            });
+        }
+        World { harness, ports }
+    })
+}
+
+fn routes(version: Version) -> Router {
+    Router::new()
+        .route("/shop", get(shop))
+        .route("/pay", get(pay_form))
+        .route("/api/{what}", post(api))
+        .with_state(version)
+}
+
+async fn api(
+    State(version): State<Version>,
+    axum::extract::Path(what): axum::extract::Path<String>,
+    body: String,
+) -> &'static str {
+    SEEN.lock()
+        .unwrap()
+        .push((version.number, format!("/api/{what}"), body));
+    "ok"
+}
+
+const SCRIPT: &str = r#"<script>
+const say = (text) => { document.getElementById('state').textContent = text; };
+async function post(path, body) { await fetch(path, { method: 'POST', body }); }
+document.addEventListener('click', async (event) => {
+  const button = event.target.closest('button');
+  if (!button) return;
+  if (button.textContent === 'Sign in') {
+    const [user, password] = [...document.querySelectorAll('input')].map((i) => i.value);
+    await post('/api/login', `${user}:${password}`);
+    say(`Signed in as ${user}`);
+  }
+  if (button.textContent === 'Add to cart') { await post('/api/cart', 'lamp'); say('1 in cart'); }
+});
+</script>"#;
+
+/// The shop: version 2 has other ids, test ids and order; the same roles and names.
+async fn shop(State(version): State<Version>) -> Html<String> {
+    let frame = format!(
+        r#"<iframe src="http://localhost:{}/pay" title="payment" width="400" height="200"></iframe>"#,
+        version.port
+    );
+    let body = match version.number {
+        2 => format!(
+            r#"<main class="v2"><p id="state"></p>
+<div class="cart"><button id="cart-button-x" data-testid="add-v2">Add to cart</button></div>
+<section><input id="login-name" aria-label="User"><input id="login-secret" type="password" aria-label="Password">
+<button id="go">Sign in</button></section>{frame}</main>"#
+        ),
+        _ => format!(
+            r#"<p id="state"></p>
+<input id="user" aria-label="User"><input id="password" type="password" aria-label="Password">
+<button id="signin">Sign in</button>
+<button id="add" data-testid="add-1">Add to cart</button>{frame}"#
+        ),
+    };
+    Html(format!(
+        "<!doctype html><title>Shop v{}</title>{body}{SCRIPT}",
+        version.number
+    ))
+}
+
+/// The card form in the frame; version 2 puts Pay first, version 3 has none.
+async fn pay_form(State(version): State<Version>) -> Html<String> {
+    let card = r#"<input id="card" aria-label="Card number">"#;
+    let form = match version.number {
+        1 => format!(r#"{card}<button id="pay">Pay</button>"#),
+        2 => format!(r#"<button id="pay-now" class="primary">Pay</button><br>{card}"#),
+        _ => card.to_string(),
+    };
+    Html(format!(
+        r#"<!doctype html>{form}<p id="paid"></p><script>
+document.addEventListener('click', async (event) => {{
+  if (event.target.textContent !== 'Pay') return;
+  await fetch('/api/pay', {{ method: 'POST', body: document.getElementById('card').value }});
+  document.getElementById('paid').textContent = 'Paid';
+}});
+</script>"#
+    ))
+}
+
+fn shop_url(version: u8) -> String {
+    format!("http://127.0.0.1:{}/shop", world().ports[&version])
+}
+
+async fn call(tool: &str, args: Value) -> Value {
+    ok_at(&world().harness.api, tool, args).await
+}
+
+/// Acts on the element whose line has `label`, once the page lists it (the frame loads late).
+async fn act(session: &str, action: &str, label: &str, extra: Value) -> Value {
+    let read = || async {
+        let read = call(
+            "browser_read",
+            json!({ "session": session, "max_tokens": 100000 }),
+        )
+        .await;
+        content_lines(&read)
+    };
+    common::eventually(label, std::time::Duration::from_secs(10), || async {
+        read().await.iter().any(|line| line.contains(label))
+    })
+    .await;
+    let lines = read().await;
+    let mut args = json!({ "session": session, "action": action, "ref": ref_of(&lines, label) });
+    args.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    call("browser_interact", args).await
+}
+
+/// An agent's run on version 1, recorded in `session`'s trace; its export.
+async fn recorded_run(session: &str) -> Vec<u8> {
+    call(
+        "browser_navigate",
+        json!({ "session": session, "target": shop_url(1) }),
+    )
+    .await;
+    act(
+        session,
+        "type",
+        "textbox \"User\"",
+        json!({ "text": "ann" }),
+    )
+    .await;
+    act(
+        session,
+        "type",
+        "textbox \"Password\"",
+        json!({ "text": "hunter2-typed" }),
+    )
+    .await;
+    act(session, "click", "button \"Sign in\"", json!({})).await;
+    act(session, "click", "button \"Add to cart\"", json!({})).await;
+    act(
+        session,
+        "type",
+        "textbox \"Card number\"",
+        json!({ "text": "4242" }),
+    )
+    .await;
+    act(session, "click", "button \"Pay\"", json!({})).await;
+    common::eventually(
+        "the payment",
+        std::time::Duration::from_secs(10),
+        || async { seen(1).contains(&("/api/pay".into(), "4242".into())) },
+    )
+    .await;
+    let response = common::client()
+        .get(format!(
+            "{}/api/sessions/{session}/trace",
+            world().harness.api
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/zip");
+    response.bytes().await.unwrap().to_vec()
+}
+
+/// The trace once per test binary.
+async fn trace() -> &'static [u8] {
+    static TRACE: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
+    TRACE.get_or_init(|| recorded_run("rec")).await
+}
+
+#[tokio::test]
+async fn the_trace_holds_every_step_with_its_element_and_no_password() {
+    let zip = trace().await;
+    let steps = webpilot::trace::read_steps(zip).unwrap();
+    let tools: Vec<&str> = steps.iter().map(|s| s.tool.as_str()).collect();
+    assert_eq!(
+        tools.iter().filter(|t| **t == "browser_interact").count(),
+        6,
+        "{tools:?}"
+    );
+    let seqs: Vec<u64> = steps.iter().map(|s| s.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    let password = steps
+        .iter()
+        .find(|s| s.secrets == vec!["password".to_string()])
+        .expect("the password step names its secret");
+    assert_eq!(password.args["text"], "{{password}}");
+    let pay = steps
+        .iter()
+        .find(|s| s.target.as_ref().is_some_and(|t| t.name == "Pay"))
+        .expect("the Pay click has its element");
+    let target = pay.target.as_ref().unwrap();
+    assert_eq!(target.role, "button");
+    assert!(target.in_frame, "{target:?}");
+    assert_eq!(target.attributes["id"], "pay");
+    assert!(target.origin.starts_with("http://localhost:"), "{target:?}");
+    // Nowhere in the export (a zip deflates, so the text is read back from it).
+    let text: String = steps
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+    assert!(!text.contains("hunter2-typed"), "{text}");
+    // Another tenant's or an unknown session's trace is not there.
+    let missing = common::client()
+        .get(format!("{}/api/sessions/nobody/trace", world().harness.api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+#[tokio::test]
+async fn the_cli_replays_version_1_as_recorded_and_writes_junit() {
+    let zip = trace().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.zip");
+    std::fs::write(&file, zip).unwrap();
+    let junit = dir.path().join("report.xml");
+    let before = seen(1).len();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--fetch-allow", "127.0.0.1,localhost", "replay"])
+        .arg(&file)
+        .args([
+            "--base-url",
+            &format!("http://127.0.0.1:{}", world().ports[&1]),
+        ])
+        .args(["--secret", "password=hunter2-typed", "--junit"])
+        .arg(&junit)
+        .env("TMPDIR", dir.path())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["healed"], 0, "{report:#}");
+    let saw: Vec<(String, String)> = seen(1)[before..].to_vec();
+    assert!(
+        saw.contains(&("/api/login".into(), "ann:hunter2-typed".into())),
+        "{saw:?}"
+    );
+    assert!(saw.contains(&("/api/pay".into(), "4242".into())), "{saw:?}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let parsed = std::process::Command::new("python3")
+        .args(["-c", "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); print(r.get('tests'), r.get('failures'))"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "{xml}");
+    let counts = String::from_utf8(parsed.stdout).unwrap();
+    assert!(counts.trim().ends_with(" 0"), "{counts}\n{xml}");
+}
+
+async fn replay_on(version: u8) -> webpilot::replay::Report {
+    let steps = webpilot::trace::read_steps(trace().await).unwrap();
+    let options = webpilot::replay::Options {
+        base_url: Some(format!("http://127.0.0.1:{}", world().ports[&version])),
+        secrets: [("password".to_string(), "hunter2-typed".to_string())].into(),
+    };
+    let app = &world().harness.app;
+    let tenant: Arc<_> = app.tenants.operator().clone();
+    webpilot::replay::run(&app.registry, tenant, &steps, &options).await
+}
+
+#[tokio::test]
+async fn version_2_passes_and_names_the_elements_it_healed() {
+    let report = replay_on(2).await;
+    assert!(report.passed, "{report:#?}");
+    let healed: Vec<&webpilot::replay::Outcome> = report
+        .steps
+        .iter()
+        .filter(|s| s.status == webpilot::replay::Status::Healed)
+        .collect();
+    let what: Vec<&str> = healed.iter().map(|s| s.what.as_str()).collect();
+    assert!(
+        what.contains(&"click button \"Add to cart\""),
+        "{report:#?}"
+    );
+    assert!(what.contains(&"click button \"Pay\""), "{report:#?}");
+    let pay = healed.iter().find(|s| s.what.contains("Pay")).unwrap();
+    let detail = pay.detail.as_deref().unwrap();
+    assert!(
+        detail.contains("\"pay\"") && detail.contains("pay-now"),
+        "{detail}"
+    );
+    assert!(
+        seen(2).contains(&("/api/pay".into(), "4242".into())),
+        "{:?}",
+        seen(2)
+    );
+}
+
+#[tokio::test]
+async fn version_3_fails_at_the_missing_pay_button_and_names_it() {
+    let report = replay_on(3).await;
+    assert!(!report.passed, "{report:#?}");
+    let last = report.steps.last().unwrap();
+    assert_eq!(last.status, webpilot::replay::Status::Failed, "{report:#?}");
+    assert_eq!(last.what, "click button \"Pay\"");
+    let detail = last.detail.as_deref().unwrap();
+    assert!(
+        detail.contains("no element like button \"Pay\""),
+        "{detail}"
+    );
+    assert!(detail.contains("closest"), "{detail}");
+    assert!(!seen(3).iter().any(|(path, _)| path == "/api/pay"));
+}
