@@ -20,14 +20,59 @@ pub struct Traces {
     config: TraceConfig,
     /// The last step number and the bytes written, by trace file.
     written: Mutex<HashMap<PathBuf, (u64, u64)>>,
+    /// The writer: steps are appended in order off the calls' path.
+    writer: std::sync::mpsc::Sender<Job>,
+}
+
+/// What the writer thread does, in the order asked.
+enum Job {
+    Append {
+        folder: PathBuf,
+        file: PathBuf,
+        line: String,
+    },
+    /// Answers once every step asked before is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// Appends steps until every `Traces` is gone.
+fn write_steps(jobs: std::sync::mpsc::Receiver<Job>) {
+    for job in jobs {
+        match job {
+            Job::Append { folder, file, line } => {
+                if let Err(error) = append(&folder, &file, &line) {
+                    tracing::warn!(%error, "a trace step could not be written");
+                }
+            }
+            Job::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 impl Traces {
     pub fn new(data_dir: PathBuf, config: TraceConfig) -> Self {
+        let (writer, jobs) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || write_steps(jobs));
+        if let Err(error) = started {
+            tracing::warn!(%error, "no thread for the trace writer: traces are not written");
+        }
         Self {
             data_dir,
             config,
             written: Mutex::new(HashMap::new()),
+            writer,
+        }
+    }
+
+    /// Waits until every step recorded so far is on disk.
+    async fn flushed(&self) {
+        let (done, written) = std::sync::mpsc::channel();
+        if self.writer.send(Job::Flush(done)).is_ok() {
+            let _ = tokio::task::spawn_blocking(move || written.recv()).await;
         }
     }
 
@@ -43,9 +88,10 @@ impl Traces {
             .join(session.folder())
     }
 
-    /// Appends a step (numbered here) to the session's trace; a trace past `max_bytes` keeps
-    /// its steps so far. Failures are logged: a trace never fails a call.
-    pub async fn record(&self, tenant: &Tenant, session: &SessionName, mut step: Step) {
+    /// Appends a step (numbered here) to the session's trace, written in order off the call's
+    /// path; a trace past `max_bytes` keeps its steps so far. Failures are logged: a trace
+    /// never fails a call.
+    pub fn record(&self, tenant: &Tenant, session: &SessionName, mut step: Step) {
         if !self.config.enabled {
             return;
         }
@@ -68,14 +114,12 @@ impl Traces {
             *bytes += line.len() as u64;
             line
         };
-        let appended = tokio::task::spawn_blocking(move || append(&folder, &file, &line)).await;
-        if let Ok(Err(error)) | Err(error) = appended.map_err(std::io::Error::other) {
-            tracing::warn!(%error, "a trace step could not be written");
-        }
+        let _ = self.writer.send(Job::Append { folder, file, line });
     }
 
     /// The session's trace as a zip (`trace.jsonl`).
     pub async fn export(&self, tenant: &Tenant, session: &SessionName) -> ToolResult<Vec<u8>> {
+        self.flushed().await;
         let file = self.folder(tenant, session).join(TRACE_FILE);
         let name = session.clone();
         tokio::task::spawn_blocking(move || {
@@ -219,11 +263,12 @@ mod tests {
         let tenant = crate::tenancy::Tenant::operator(&crate::config::Config::default()).unwrap();
         let session = SessionName::parse("shop").unwrap();
         for tool in ["browser_navigate", "browser_interact"] {
-            traces.record(&tenant, &session, step(tool)).await;
+            traces.record(&tenant, &session, step(tool));
         }
         // A process started later goes on numbering.
+        traces.flushed().await;
         let again = Traces::new(dir.path().to_path_buf(), config);
-        again.record(&tenant, &session, step("browser_read")).await;
+        again.record(&tenant, &session, step("browser_read"));
         let steps = read_steps(&again.export(&tenant, &session).await.unwrap()).unwrap();
         let numbered: Vec<(u64, &str)> = steps.iter().map(|s| (s.seq, s.tool.as_str())).collect();
         assert_eq!(

@@ -55,10 +55,9 @@ pub(super) async fn record(
         page_events,
         secrets,
     };
-    let traces = call.ctx.traces.clone();
-    traces
-        .record(call.tenant(), call.session_name(), step)
-        .await;
+    call.ctx
+        .traces
+        .record(call.tenant(), call.session_name(), step);
 }
 
 /// Now, RFC 3339 with milliseconds.
