@@ -86,22 +86,28 @@ impl Traffic<'_> {
     }
 }
 
-/// Lets a worker run once its requests and console are watched. Failures mean it went away.
-pub(crate) async fn prepare_worker(link: Arc<CdpLink>, session: String) {
+/// Turns on what the tab's log needs from a frame's or worker's session: its requests, console
+/// and the browser's log. Failures mean the target went away.
+pub(crate) async fn watch_traffic(link: &CdpLink, session: &str) {
     let _ = futures::join!(
         link.call(
-            Some(&session),
+            Some(session),
             chromiumoxide::cdp::browser_protocol::network::EnableParams::default()
         ),
         link.call(
-            Some(&session),
+            Some(session),
             chromiumoxide::cdp::js_protocol::runtime::EnableParams::default()
         ),
         link.call(
-            Some(&session),
+            Some(session),
             chromiumoxide::cdp::browser_protocol::log::EnableParams::default()
         ),
     );
+}
+
+/// Lets a worker run once its requests and console are watched. Failures mean it went away.
+pub(crate) async fn prepare_worker(link: Arc<CdpLink>, session: String) {
+    watch_traffic(&link, &session).await;
     let _ = link
         .call(Some(&session), RunIfWaitingForDebuggerParams::default())
         .await;

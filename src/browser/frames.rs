@@ -438,21 +438,10 @@ fn lock_init(scripts: &InitScripts) -> std::sync::MutexGuard<'_, Vec<String>> {
 /// Sets a new frame up like a tab, then lets it run. Failures mean the frame went away.
 async fn prepare(link: Arc<CdpLink>, session: String, scripts: Vec<String>) {
     let _ = futures::join!(
-        link.call(
-            Some(&session),
-            chromiumoxide::cdp::browser_protocol::network::EnableParams::default()
-        ),
+        super::frame_traffic::watch_traffic(&link, &session),
         link.call(
             Some(&session),
             chromiumoxide::cdp::browser_protocol::page::EnableParams::default()
-        ),
-        link.call(
-            Some(&session),
-            chromiumoxide::cdp::js_protocol::runtime::EnableParams::default()
-        ),
-        link.call(
-            Some(&session),
-            chromiumoxide::cdp::browser_protocol::log::EnableParams::default()
         ),
         link.call(Some(&session), super::guard::document_pattern()),
         link.call(Some(&session), auto_attach()),
