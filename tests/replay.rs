@@ -287,6 +287,7 @@ async fn the_cli_replays_version_1_as_recorded_and_writes_junit() {
             "--base-url",
             &format!("http://127.0.0.1:{}", world().ports[&1]),
         ])
+        .args(["--expect-text", "1 in cart", "--expect-no-console-errors"])
         .args(["--secret", "password=hunter2-typed", "--junit"])
         .arg(&junit)
         .env("TMPDIR", dir.path())
@@ -314,11 +315,15 @@ async fn the_cli_replays_version_1_as_recorded_and_writes_junit() {
     assert!(counts.trim().ends_with(" 0"), "{counts}\n{xml}");
 }
 
-async fn replay_on(version: u8) -> webpilot::replay::Report {
+async fn replay_on(
+    version: u8,
+    expect: webpilot::replay::Expectations,
+) -> webpilot::replay::Report {
     let steps = webpilot::trace::read_steps(trace().await).unwrap();
     let options = webpilot::replay::Options {
         base_url: Some(format!("http://127.0.0.1:{}", world().ports[&version])),
         secrets: [("password".to_string(), "hunter2-typed".to_string())].into(),
+        expect,
     };
     let app = &world().harness.app;
     let tenant: Arc<_> = app.tenants.operator().clone();
@@ -327,7 +332,13 @@ async fn replay_on(version: u8) -> webpilot::replay::Report {
 
 #[tokio::test]
 async fn version_2_passes_and_names_the_elements_it_healed() {
-    let report = replay_on(2).await;
+    let expect = webpilot::replay::Expectations {
+        text: vec!["1 in cart".into()],
+        url: Some("/shop".into()),
+        no_console_errors: true,
+        no_failed_requests: true,
+    };
+    let report = replay_on(2, expect).await;
     assert!(report.passed, "{report:#?}");
     let healed: Vec<&webpilot::replay::Outcome> = report
         .steps
@@ -355,7 +366,7 @@ async fn version_2_passes_and_names_the_elements_it_healed() {
 
 #[tokio::test]
 async fn version_3_fails_at_the_missing_pay_button_and_names_it() {
-    let report = replay_on(3).await;
+    let report = replay_on(3, Default::default()).await;
     assert!(!report.passed, "{report:#?}");
     let last = report.steps.last().unwrap();
     assert_eq!(last.status, webpilot::replay::Status::Failed, "{report:#?}");
@@ -367,4 +378,18 @@ async fn version_3_fails_at_the_missing_pay_button_and_names_it() {
     );
     assert!(detail.contains("closest"), "{detail}");
     assert!(!seen(3).iter().any(|(path, _)| path == "/api/pay"));
+}
+
+#[tokio::test]
+async fn an_expectation_that_does_not_hold_fails_the_replay_and_says_why() {
+    let expect = webpilot::replay::Expectations {
+        text: vec!["Refunded".into()],
+        ..Default::default()
+    };
+    let report = replay_on(1, expect).await;
+    assert!(!report.passed, "{report:#?}");
+    let last = report.steps.last().unwrap();
+    assert_eq!(last.what, "expect text \"Refunded\"");
+    assert_eq!(last.status, webpilot::replay::Status::Failed);
+    assert_eq!(last.detail.as_deref(), Some("the page does not show it"));
 }

@@ -40,6 +40,7 @@ pub use download::Downloaded;
 pub use fill::{FieldCheck, Filled, ValueMismatch};
 pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};
 pub use navigation::{Arrival, Destination, FailedNavigation};
+pub use observe::glob_matches;
 pub use observe::har::HarPage;
 pub use observe::{
     ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents, RequestDetail,

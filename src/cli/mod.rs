@@ -78,20 +78,7 @@ enum Command {
         action: TraceAction,
     },
     /// Run a trace again without a model, in a fresh session; exit status 1 when a step fails.
-    Replay {
-        /// The trace: a zip from `trace export` or `GET /api/sessions/{session}/trace`, or its
-        /// trace.jsonl.
-        trace: PathBuf,
-        /// Where the recorded site lives now (replaces the origin of its first navigation).
-        #[arg(long)]
-        base_url: Option<String>,
-        /// A secret's value, `name=value` (else WEBPILOT_SECRET_<NAME>); repeatable.
-        #[arg(long = "secret", value_name = "NAME=VALUE")]
-        secrets: Vec<String>,
-        /// Also write the report as JUnit XML here.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-    },
+    Replay(replay::ReplayArgs),
     /// Manage tenants' keys: in the keys file (--keys-file, default <data dir>/keys.toml), or in
     /// PostgreSQL with --database-url, where every instance reads them at start.
     Keys {
@@ -210,12 +197,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         Command::Call { tool, args, output } => call(config, &tool, &args, output).await,
         Command::Keys { action } => keys(&config, action).await,
         Command::Trace { action } => replay::trace(config, action).await,
-        Command::Replay {
-            trace,
-            base_url,
-            secrets,
-            junit,
-        } => replay::replay(config, &trace, base_url, &secrets, junit).await,
+        Command::Replay(args) => replay::replay(config, args).await,
         Command::Mcp => {
             use rmcp::ServiceExt;
             let app = App::new(config).await?;

@@ -1,14 +1,14 @@
 //! `webpilot trace export` and `webpilot replay`: a session's trace out of the data dir, and a
 //! trace run again in-process without a model.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{TraceAction, print_json};
 use crate::App;
 use crate::config::Config;
 use crate::ids::{SessionName, TenantName};
-use crate::replay::{Options, junit_xml};
+use crate::replay::{Expectations, Options, junit_xml};
 use crate::trace::{Traces, read_steps};
 
 pub(super) async fn trace(config: Config, action: TraceAction) -> anyhow::Result<ExitCode> {
@@ -43,21 +43,62 @@ pub(super) async fn trace(config: Config, action: TraceAction) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) async fn replay(
-    config: Config,
-    trace: &Path,
+/// What `webpilot replay` is asked.
+#[derive(clap::Args)]
+pub(super) struct ReplayArgs {
+    /// The trace: a zip from `trace export` or `GET /api/sessions/{session}/trace`, or its
+    /// trace.jsonl.
+    trace: PathBuf,
+    /// Where the recorded site lives now (replaces the origin of its first navigation).
+    #[arg(long)]
     base_url: Option<String>,
-    secrets: &[String],
+    /// A secret's value, `name=value` (else WEBPILOT_SECRET_<NAME>); repeatable.
+    #[arg(long = "secret", value_name = "NAME=VALUE")]
+    secrets: Vec<String>,
+    /// Also write the report as JUnit XML here.
+    #[arg(long)]
     junit: Option<PathBuf>,
-) -> anyhow::Result<ExitCode> {
+    /// At the end, the page must show this text (frames included); repeatable.
+    #[arg(long = "expect-text", value_name = "TEXT")]
+    expect_text: Vec<String>,
+    /// At the end, the URL must contain this (or match it, with `*`).
+    #[arg(long)]
+    expect_url: Option<String>,
+    /// No console error or page error in the replay.
+    #[arg(long)]
+    expect_no_console_errors: bool,
+    /// No request of the replay answered 4xx/5xx or failed.
+    #[arg(long)]
+    expect_no_failed_requests: bool,
+}
+
+pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let ReplayArgs {
+        trace,
+        base_url,
+        secrets,
+        junit,
+        expect_text,
+        expect_url,
+        expect_no_console_errors,
+        expect_no_failed_requests,
+    } = args;
+    let expect = Expectations {
+        text: expect_text,
+        url: expect_url,
+        no_console_errors: expect_no_console_errors,
+        no_failed_requests: expect_no_failed_requests,
+    };
+    let trace = trace.as_path();
     let bytes = std::fs::read(trace)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", trace.display()))?;
     let steps = read_steps(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", trace.display()))?;
     let mut options = Options {
         base_url,
+        expect,
         ..Options::default()
     };
-    for secret in secrets {
+    for secret in &secrets {
         let (name, value) = secret
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("--secret {secret:?}: expected NAME=VALUE"))?;

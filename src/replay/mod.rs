@@ -5,6 +5,7 @@
 //! step that fails ends the run, naming the step and the closest candidates. `junit` writes the
 //! report for CI.
 
+mod checks;
 mod junit;
 
 use std::collections::HashMap;
@@ -29,6 +30,22 @@ pub struct Options {
     /// Values of the trace's secrets by name (`{{password}}`); missing ones are read from
     /// `WEBPILOT_SECRET_<NAME>`.
     pub secrets: HashMap<String, String>,
+    /// Checked once the steps have passed.
+    pub expect: Expectations,
+}
+
+/// What must hold at the end of a replay, besides every step passing.
+#[derive(Debug, Clone, Default)]
+pub struct Expectations {
+    /// Texts the page (frames included) must show.
+    pub text: Vec<String>,
+    /// A substring (or `*` glob) of the final URL.
+    pub url: Option<String>,
+    /// No console error or page error in the replay's tab.
+    pub no_console_errors: bool,
+    /// No request of the replay's tab answered 4xx/5xx or failed (the browser's own favicon
+    /// request aside).
+    pub no_failed_requests: bool,
 }
 
 /// What became of one step.
@@ -93,6 +110,9 @@ pub async fn run(
         if failed {
             break;
         }
+    }
+    if outcomes.iter().all(|o| o.status != Status::Failed) {
+        outcomes.extend(checks::run(registry, &caller, &options.expect).await);
     }
     let passed = outcomes.iter().all(|o| o.status != Status::Failed);
     Report {

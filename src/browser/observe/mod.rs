@@ -351,7 +351,7 @@ impl TabLog {
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = text.strip_prefix(first) else {

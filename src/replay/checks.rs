@@ -1,0 +1,138 @@
+//! The assertions a replay adds at its end (`--expect-text`, `--expect-url`,
+//! `--expect-no-console-errors`, `--expect-no-failed-requests`), read from the replay's own tab.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{Expectations, Outcome, Status};
+use crate::tools::{Caller, Registry};
+
+/// Each expectation as one more step of the report.
+pub(super) async fn run(
+    registry: &Registry,
+    caller: &Caller,
+    expect: &Expectations,
+) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    for text in &expect.text {
+        let what = format!("expect text {text:?}");
+        let found = read(registry, caller, json!({ "mode": "find", "query": text })).await;
+        outcomes.push(judge(
+            what,
+            found.map(|r| match r["matches"].as_u64() {
+                Some(n) if n > 0 => Ok(()),
+                _ => Err("the page does not show it".to_string()),
+            }),
+        ));
+    }
+    if let Some(wanted) = &expect.url {
+        let what = format!("expect url {wanted:?}");
+        let read = read(
+            registry,
+            caller,
+            json!({ "mode": "network", "max_tokens": 1 }),
+        )
+        .await;
+        outcomes.push(judge(
+            what,
+            read.map(|r| {
+                let url = r["url"].as_str().unwrap_or_default();
+                let holds = if wanted.contains('*') {
+                    crate::browser::glob_matches(wanted, url)
+                } else {
+                    url.contains(wanted.as_str())
+                };
+                if holds {
+                    Ok(())
+                } else {
+                    Err(format!("the URL is {url}"))
+                }
+            }),
+        ));
+    }
+    if expect.no_console_errors {
+        let read = read(
+            registry,
+            caller,
+            json!({ "mode": "console", "level": "error" }),
+        )
+        .await;
+        outcomes.push(judge(
+            "expect no console errors".into(),
+            read.map(|r| none_in(&r)),
+        ));
+    }
+    if expect.no_failed_requests {
+        let mut lines = Vec::new();
+        let mut failure = None;
+        for status in ["failed", "4xx", "5xx"] {
+            match read(
+                registry,
+                caller,
+                json!({ "mode": "network", "status": status }),
+            )
+            .await
+            {
+                Ok(r) => lines.extend(content_lines(&r)),
+                Err(error) => failure = Some(error),
+            }
+        }
+        // The browser asks for a favicon on its own; a site without one is not failing.
+        lines.retain(|line| !line.contains("/favicon.ico other"));
+        let verdict = match failure {
+            Some(error) => Err(error),
+            None if lines.is_empty() => Ok(Ok(())),
+            None => Ok(Err(lines.join("\n"))),
+        };
+        outcomes.push(judge("expect no failed requests".into(), verdict));
+    }
+    outcomes
+}
+
+async fn read(registry: &Registry, caller: &Caller, mut args: Value) -> Result<Value, String> {
+    args["max_tokens"] = args.get("max_tokens").cloned().unwrap_or(json!(100_000));
+    registry
+        .call("browser_read", args, caller)
+        .await
+        .map(|output| output.json)
+        .map_err(|error| format!("{}: {}", error.code.name(), error.message))
+}
+
+fn content_lines(read: &Value) -> Vec<String> {
+    read["content"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// No console error, page error or browser error; failed loads the browser logs are requests,
+/// which `no_failed_requests` judges.
+fn none_in(read: &Value) -> Result<(), String> {
+    let mut lines = content_lines(read);
+    lines.retain(|line| !line.contains("] error (network): "));
+    if lines.is_empty() {
+        Ok(())
+    } else {
+        Err(lines.join("\n"))
+    }
+}
+
+fn judge(what: String, verdict: Result<Result<(), String>, String>) -> Outcome {
+    let started = Instant::now();
+    let (status, detail) = match verdict {
+        Ok(Ok(())) => (Status::Passed, None),
+        Ok(Err(why)) | Err(why) => (Status::Failed, Some(why)),
+    };
+    Outcome {
+        seq: 0,
+        tool: "check".into(),
+        what,
+        status,
+        detail,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    }
+}
