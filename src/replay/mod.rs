@@ -114,6 +114,11 @@ pub async fn run(
     if outcomes.iter().all(|o| o.status != Status::Failed) {
         outcomes.extend(checks::run(registry, &caller, &options.expect).await);
     }
+    // The replay's session goes with it (its trace stays, like any closed session's).
+    if let Some(name) = &caller.session {
+        let id = crate::ids::SessionId::new(caller.tenant.name().clone(), name.clone());
+        registry.ctx().browser.close_session(&id).await;
+    }
     let passed = outcomes.iter().all(|o| o.status != Status::Failed);
     Report {
         passed,
