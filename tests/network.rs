@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use common::{Harness, Trap, content_lines, eventually, ok_at, ref_of};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// What the shop's server received: path, Authorization header, body.
@@ -91,6 +92,8 @@ fn routes(shop: Shop) -> Router {
         )
         .route("/login-post", post(login))
         .route("/hop", get(hop))
+        .route("/streaming", get(streaming_page))
+        .route("/api/stream", get(stream))
         .with_state(shop)
 }
 
@@ -196,6 +199,28 @@ async fn hop(Query(query): Query<std::collections::HashMap<String, u32>>) -> Htm
          location.replace('/hop?n={}&to={to}');</script>",
         n + 1
     ))
+}
+
+/// A page with an event stream that never ends and a fetch whose body it never reads.
+async fn streaming_page() -> Html<&'static str> {
+    Html(
+        r#"<!doctype html><p id="state">Listening</p><script>
+const stream = new EventSource('/api/stream');
+let heard = 0;
+stream.onmessage = () => { heard += 1; if (heard === 2) document.getElementById('state').textContent = 'Heard 2'; };
+fetch('/api/items', { headers: { Authorization: 'Bearer unread' } });
+</script>"#,
+    )
+}
+
+/// Two events, then the stream stays open for ever.
+async fn stream(headers: HeaderMap) -> Response {
+    use axum::response::sse::{Event, Sse};
+    record("/api/stream", &headers, "");
+    let events = futures::stream::iter(["first", "second"])
+        .map(|data| Ok::<_, std::convert::Infallible>(Event::default().data(data)))
+        .chain(futures::stream::pending());
+    Sse::new(events).into_response()
 }
 
 fn shop_url(path: &str) -> String {
@@ -578,4 +603,48 @@ async fn a_thousand_navigations_keep_the_tab_log_within_its_ring() {
         "{messages:#}"
     );
     assert!(messages["total"].as_u64().unwrap() <= 500, "{messages:#}");
+}
+
+#[tokio::test]
+async fn a_stream_that_never_ends_and_a_body_nobody_reads_are_both_kept() {
+    let session = "net-stream";
+    let before = seen("/api/stream").len();
+    call(
+        "browser_navigate",
+        json!({ "session": session, "target": shop_url("/streaming"), "wait_for": "Heard 2" }),
+    )
+    .await;
+    assert_eq!(
+        seen("/api/stream").len(),
+        before + 1,
+        "the server saw the stream opened"
+    );
+    eventually("the unread answer", Duration::from_secs(10), || async {
+        let lines = content_lines(&network(session, json!({ "url": "/api/items" })).await);
+        lines
+            .iter()
+            .any(|l| l.contains("] 200 GET ") && l.contains(" KB"))
+    })
+    .await;
+    let lines = content_lines(&network(session, json!({})).await);
+    // Answered, and still open: a status, no size and no duration yet.
+    let stream = line_with(&lines, "/api/stream").expect("the stream is listed");
+    assert!(stream.ends_with("/api/stream eventsource"), "{stream}");
+    assert!(stream.contains("] 200 GET "), "{stream}");
+    let id = stream[1..stream.find(']').unwrap()].to_string();
+    let whole = network(session, json!({ "request": id })).await;
+    let body = whole["content"].as_str().unwrap();
+    assert!(
+        body.contains("data: first") && body.contains("data: second"),
+        "{whole:#}"
+    );
+    // The page never read the answer; the log has it all the same.
+    let unread = line_with(&lines, "/api/items").unwrap();
+    let id = unread[1..unread.find(']').unwrap()].to_string();
+    let whole = network(session, json!({ "request": id })).await;
+    assert!(
+        whole["content"].as_str().unwrap().contains("\"item 999\""),
+        "{}",
+        whole["request"]
+    );
 }

@@ -28,7 +28,8 @@ impl Traffic<'_> {
     /// Records `event` if it is about requests, the console or the browser's log; `true` then.
     pub(crate) fn record(&self, event: &CdpEvent) -> bool {
         let key = |id: &str| format!("{}/{id}", self.session());
-        let mut log = self.log.locked();
+        // The readiness lock and the log's are taken one after the other, never nested.
+        let log = || self.log.locked();
         match event {
             CdpEvent::NetworkRequestWillBeSent(sent) => {
                 let key = key(sent.request_id.inner());
@@ -40,17 +41,18 @@ impl Traffic<'_> {
                     (Origin::Frame(_), Some(frame)) => Origin::Frame(frame.inner().clone()),
                     _ => self.origin.clone(),
                 };
-                log.request_sent(&key, sent, by);
+                log().request_sent(&key, sent, by);
             }
             CdpEvent::NetworkResponseReceived(received) => {
                 let key = key(received.request_id.inner());
                 lock(self.events).response_received(&key, &received.r#type);
-                log.response_received(&key, received);
+                log().response_received(&key, received);
             }
             CdpEvent::NetworkLoadingFinished(finished) => {
                 let key = key(finished.request_id.inner());
                 lock(self.events).inflight.remove(&key);
-                if let Some(body) = log.loading_finished(&key, finished) {
+                let body = log().loading_finished(&key, finished);
+                if let Some(body) = body {
                     let fetch = ingest::fetch_body(self.target.clone(), self.log.clone(), body);
                     tokio::spawn(fetch);
                 }
@@ -58,21 +60,21 @@ impl Traffic<'_> {
             CdpEvent::NetworkLoadingFailed(failed) => {
                 let key = key(failed.request_id.inner());
                 lock(self.events).inflight.remove(&key);
-                log.loading_failed(&key, failed, self.lane);
+                log().loading_failed(&key, failed, self.lane);
             }
             CdpEvent::NetworkDataReceived(data) => {
-                log.data_received(&key(data.request_id.inner()), data);
+                log().data_received(&key(data.request_id.inner()), data);
             }
             CdpEvent::NetworkEventSourceMessageReceived(message) => {
-                log.event_source_message(&key(message.request_id.inner()), message);
+                log().event_source_message(&key(message.request_id.inner()), message);
             }
             CdpEvent::RuntimeConsoleApiCalled(called) => {
-                log.console_called(called, self.origin.clone());
+                log().console_called(called, self.origin.clone());
             }
             CdpEvent::RuntimeExceptionThrown(thrown) => {
-                log.exception_thrown(thrown, self.origin.clone());
+                log().exception_thrown(thrown, self.origin.clone());
             }
-            CdpEvent::LogEntryAdded(added) => log.log_entry(&added.entry, self.origin.clone()),
+            CdpEvent::LogEntryAdded(added) => log().log_entry(&added.entry, self.origin.clone()),
             _ => return false,
         }
         true

@@ -188,6 +188,16 @@ impl PublicUrl {
     }
 }
 
+/// Seconds since the epoch (fractions kept to the millisecond) as RFC 3339 UTC
+/// (`2026-12-01T20:15:00.123Z`), as HAR files and traces write times.
+pub fn rfc3339_millis(seconds: f64) -> String {
+    let seconds = seconds.max(0.0);
+    let whole = seconds.floor();
+    let millis = (((seconds - whole) * 1000.0).floor() as u64).min(999);
+    let base = rfc3339(whole as u64);
+    format!("{}.{millis:03}Z", base.trim_end_matches('Z'))
+}
+
 /// Unix seconds as an RFC 3339 UTC timestamp (`2026-12-01T20:15:00Z`).
 pub fn rfc3339(unix: u64) -> String {
     let (days, seconds) = (unix / 86_400, unix % 86_400);
@@ -229,6 +239,7 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_796_156_100), "2026-12-01T20:15:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_millis(1_796_156_100.25), "2026-12-01T20:15:00.250Z");
         let public = PublicUrl::new(Some("https://pilot.example.com/base/".into()));
         assert_eq!(
             public

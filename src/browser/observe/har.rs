@@ -26,7 +26,7 @@ pub fn document(pages: &[HarPage<'_>]) -> (Value, usize) {
         };
         let started = capture.exchanges().next().map_or(0.0, |e| e.started_at);
         har_pages.push(json!({
-            "startedDateTime": timestamp(started),
+            "startedDateTime": crate::tenancy::links::rfc3339_millis(started),
             "id": page.tab,
             "title": redact.text(page.title),
             "pageTimings": {},
@@ -65,7 +65,7 @@ fn entry(e: &Exchange, tab: &str, redact: &Redactor<'_>) -> Value {
         .map_or_else(|| "HTTP/1.1".to_string(), |p| p.to_ascii_uppercase());
     let mut entry = json!({
         "pageref": tab,
-        "startedDateTime": timestamp(e.started_at),
+        "startedDateTime": crate::tenancy::links::rfc3339_millis(e.started_at),
         "time": total,
         "request": request(e, redact, &version),
         "response": response(e, redact, &version),
@@ -171,12 +171,4 @@ fn headers(headers: &[(String, String)]) -> Vec<Value> {
         .iter()
         .map(|(name, value)| json!({ "name": name, "value": value }))
         .collect()
-}
-
-/// RFC 3339 with milliseconds, from seconds since the epoch.
-fn timestamp(seconds: f64) -> String {
-    let whole = seconds.max(0.0).floor();
-    let millis = ((seconds.max(0.0) - whole) * 1000.0).floor() as u64;
-    let base = crate::tenancy::links::rfc3339(whole as u64);
-    format!("{}.{millis:03}Z", base.trim_end_matches('Z'))
 }

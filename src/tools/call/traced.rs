@@ -43,7 +43,12 @@ pub(super) async fn record(
     };
     let step = Step {
         seq: 0,
-        at: now(),
+        at: crate::tenancy::links::rfc3339_millis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64(),
+        ),
         tool: tool.to_string(),
         args: arguments,
         target,
@@ -58,17 +63,4 @@ pub(super) async fn record(
     call.ctx
         .traces
         .record(call.tenant(), call.session_name(), step);
-}
-
-/// Now, RFC 3339 with milliseconds.
-fn now() -> String {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let base = crate::tenancy::links::rfc3339(since.as_secs());
-    format!(
-        "{}.{:03}Z",
-        base.trim_end_matches('Z'),
-        since.subsec_millis()
-    )
 }
