@@ -255,6 +255,28 @@ async fn the_trace_holds_every_step_with_its_element_and_no_password() {
     assert!(target.in_frame, "{target:?}");
     assert_eq!(target.attributes["id"], "pay");
     assert!(target.origin.starts_with("http://localhost:"), "{target:?}");
+    // Every step that showed another page has its picture in the export, a JPEG.
+    for step in &steps {
+        let acted = matches!(step.tool.as_str(), "browser_navigate" | "browser_interact");
+        assert_eq!(step.screenshot.is_some(), acted, "{step:?}");
+        if let Some(name) = &step.screenshot {
+            let picture = webpilot::trace::read_image(zip, name).expect(name);
+            assert!(picture.starts_with(&[0xFF, 0xD8]), "{name} is no JPEG");
+        }
+    }
+    // What the page did during the sign-in click: the login request it sent.
+    let sign_in = steps
+        .iter()
+        .find(|s| s.target.as_ref().is_some_and(|t| t.name == "Sign in"))
+        .unwrap();
+    let events = sign_in.events.as_ref().expect("the click's events");
+    assert!(
+        events
+            .requests
+            .iter()
+            .any(|line| line.contains("200 POST") && line.contains("/api/login")),
+        "{events:?}"
+    );
     // Nowhere in the export (a zip deflates, so the text is read back from it).
     let text: String = steps
         .iter()
@@ -378,6 +400,54 @@ async fn version_3_fails_at_the_missing_pay_button_and_names_it() {
     );
     assert!(detail.contains("closest"), "{detail}");
     assert!(!seen(3).iter().any(|(path, _)| path == "/api/pay"));
+    // The page before the step as recorded, and as the replay found it.
+    let then = last.then.as_deref().expect("the recorded picture");
+    assert!(webpilot::trace::read_image(trace().await, then).is_some());
+    assert!(
+        last.now
+            .as_ref()
+            .is_some_and(|p| p.starts_with(&[0xFF, 0xD8]))
+    );
+}
+
+#[tokio::test]
+async fn the_cli_writes_the_pictures_of_a_failed_step_beside_its_junit_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.zip");
+    std::fs::write(&file, trace().await).unwrap();
+    let (junit, pictures) = (dir.path().join("report.xml"), dir.path().join("pictures"));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--fetch-allow", "127.0.0.1,localhost", "replay"])
+        .arg(&file)
+        .args([
+            "--base-url",
+            &format!("http://127.0.0.1:{}", world().ports[&3]),
+        ])
+        .args(["--secret", "password=hunter2-typed", "--junit"])
+        .arg(&junit)
+        .arg("--artifacts")
+        .arg(&pictures)
+        .env("TMPDIR", dir.path())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    let failed = report["steps"].as_array().unwrap().last().unwrap();
+    let seq = failed["seq"].as_u64().unwrap();
+    for when in ["then", "now"] {
+        let picture = std::fs::read(pictures.join(format!("step-{seq}-{when}.jpg"))).unwrap();
+        assert!(picture.starts_with(&[0xFF, 0xD8]), "{when}");
+    }
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(
+        xml.contains(&format!("[[ATTACHMENT|{}", pictures.display())),
+        "{xml}"
+    );
 }
 
 #[tokio::test]

@@ -130,6 +130,27 @@ const SCROLL_INTO_VIEW_JS: &str = r#"(el) => {
 }"#;
 
 impl Tab {
+    /// A JPEG of the viewport as it is, for a trace. It asks for no clip and no scale: those
+    /// re-emulate the viewport for the capture, and an input sent right after could then miss
+    /// a frame of another site that has not yet followed. The future owns what it needs, so
+    /// the caller may let it finish on its own.
+    pub fn viewport_jpeg(
+        &self,
+        quality: u8,
+    ) -> impl std::future::Future<Output = ToolResult<Vec<u8>>> + Send + 'static {
+        let (page, liveness) = (self.page.clone(), self.liveness.clone());
+        let params = CaptureScreenshotParams {
+            format: Some(CaptureScreenshotFormat::Jpeg),
+            quality: Some(i64::from(quality.clamp(1, 100))),
+            optimize_for_speed: Some(true),
+            ..Default::default()
+        };
+        async move {
+            let captured = liveness.cdp("capturing", page.execute(params)).await?;
+            base64_decode(captured.result.data.as_ref())
+        }
+    }
+
     /// Captures the tab as asked. With `annotate`, numbers are the refs of the element list of
     /// the same page state (listed right before the capture).
     pub async fn capture(&mut self, shot: &Shot) -> ToolResult<Picture> {

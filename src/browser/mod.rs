@@ -43,8 +43,8 @@ pub use navigation::{Arrival, Destination, FailedNavigation};
 pub use observe::glob_matches;
 pub use observe::har::HarPage;
 pub use observe::{
-    ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents, RequestDetail,
-    StatusFilter, TabLog,
+    ActionLines, ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents,
+    RequestDetail, StatusFilter, TabLog,
 };
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,

@@ -509,6 +509,12 @@ impl Tab {
         self.log().page_events()
     }
 
+    /// What the page did since the action started, for a trace (`max` lines of each kind).
+    pub async fn action_lines(&self, max: usize) -> super::ActionLines {
+        self.caught_up().await;
+        self.log().since_action(max)
+    }
+
     /// Main-frame commits so far; pass to `settle_after_action` to detect navigations.
     pub fn main_commits(&self) -> u64 {
         lock(&self.events).main_commits

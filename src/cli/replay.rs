@@ -58,6 +58,10 @@ pub(super) struct ReplayArgs {
     /// Also write the report as JUnit XML here.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Write the pictures of a failed step here: the page before it as recorded
+    /// (`step-N-then.jpg`) and as the replay found it (`step-N-now.jpg`).
+    #[arg(long, value_name = "DIR")]
+    artifacts: Option<PathBuf>,
     /// At the end, the page must show this text (frames included); repeatable.
     #[arg(long = "expect-text", value_name = "TEXT")]
     expect_text: Vec<String>,
@@ -78,6 +82,7 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
         base_url,
         secrets,
         junit,
+        artifacts,
         expect_text,
         expect_url,
         expect_no_console_errors,
@@ -107,8 +112,11 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
     let app = App::new(config).await?;
     crate::server::cancel_on_signal(app.stop.clone());
     let tenant = app.tenants.operator().clone();
-    let report = crate::replay::run(&app.registry, tenant, &steps, &options).await;
+    let mut report = crate::replay::run(&app.registry, tenant, &steps, &options).await;
     app.shutdown().await;
+    if let Some(dir) = artifacts {
+        save_pictures(&mut report, &bytes, &dir)?;
+    }
     if let Some(path) = junit {
         let name = trace
             .file_stem()
@@ -122,4 +130,26 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Writes the pictures of failed steps into `dir`, naming them in the report.
+fn save_pictures(
+    report: &mut crate::replay::Report,
+    trace: &[u8],
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    for step in report.steps.iter_mut() {
+        let then = step
+            .then
+            .as_deref()
+            .and_then(|name| crate::trace::read_image(trace, name));
+        for (when, picture) in [("then", then), ("now", step.now.take())] {
+            let Some(picture) = picture else { continue };
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(format!("step-{}-{when}.jpg", step.seq));
+            std::fs::write(&path, picture)?;
+            step.pictures.push(path.display().to_string());
+        }
+    }
+    Ok(())
 }

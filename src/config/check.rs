@@ -82,6 +82,9 @@ impl Config {
         if self.max_body_bytes_in_flight == 0 {
             anyhow::bail!("max_body_bytes_in_flight must be at least 1");
         }
+        if self.trace.screenshot_quality > 100 {
+            anyhow::bail!("trace screenshot_quality must be 0 (none) to 100");
+        }
         if self.crawl.lease_secs == 0 {
             anyhow::bail!("crawl lease_secs must be at least 1");
         }

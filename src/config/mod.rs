@@ -338,6 +338,9 @@ pub struct TraceConfig {
     pub max_age_hours: u64,
     /// A trace stops growing at this many bytes (its first steps are kept).
     pub max_bytes: u64,
+    /// JPEG quality (1-100) of the viewport picture kept after each step that changes the
+    /// page (navigations, actions, tab changes); 0 keeps none.
+    pub screenshot_quality: u8,
 }
 
 impl Default for TraceConfig {
@@ -346,6 +349,7 @@ impl Default for TraceConfig {
             enabled: true,
             max_age_hours: 72,
             max_bytes: 50 * 1024 * 1024,
+            screenshot_quality: 50,
         }
     }
 }

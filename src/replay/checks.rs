@@ -134,5 +134,8 @@ fn judge(what: String, verdict: Result<Result<(), String>, String>) -> Outcome {
         status,
         detail,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        then: None,
+        now: None,
+        pictures: Vec::new(),
     }
 }

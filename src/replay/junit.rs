@@ -30,7 +30,16 @@ pub fn junit_xml(report: &Report, name: &str) -> String {
         ));
         let detail = escape(step.detail.as_deref().unwrap_or_default());
         match step.status {
-            Status::Failed => xml.push_str(&format!("<failure message=\"{detail}\"/>")),
+            Status::Failed => {
+                xml.push_str(&format!("<failure message=\"{detail}\"/>"));
+                // The attachment form CI systems (Jenkins, GitLab) show as images.
+                for picture in &step.pictures {
+                    xml.push_str(&format!(
+                        "<system-out>[[ATTACHMENT|{}]]</system-out>",
+                        escape(picture)
+                    ));
+                }
+            }
             Status::Skipped => xml.push_str("<skipped/>"),
             Status::Healed => xml.push_str(&format!("<system-out>healed: {detail}</system-out>")),
             Status::Passed => {}

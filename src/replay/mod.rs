@@ -72,6 +72,15 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     pub elapsed_ms: u64,
+    /// A failed step: the trace's picture of the page before it, as recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub then: Option<String>,
+    /// A failed step: the page now (a viewport JPEG), to set beside `then`.
+    #[serde(skip)]
+    pub now: Option<Vec<u8>>,
+    /// Files the pictures of a failed step were written to (then, now).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pictures: Vec<String>,
 }
 
 /// The whole run.
@@ -103,9 +112,17 @@ pub async fn run(
         .and_then(|url| url::Url::parse(url).ok())
         .map(|url| url.origin().ascii_serialization());
     let mut outcomes = Vec::new();
-    for step in steps {
-        let outcome = replay_step(registry, &caller, step, options, recorded_base.as_deref()).await;
+    for (index, step) in steps.iter().enumerate() {
+        let mut outcome =
+            replay_step(registry, &caller, step, options, recorded_base.as_deref()).await;
         let failed = outcome.status == Status::Failed;
+        if failed {
+            outcome.then = steps[..index]
+                .iter()
+                .rev()
+                .find_map(|earlier| earlier.screenshot.clone());
+            outcome.now = page_now(registry, &caller).await;
+        }
         outcomes.push(outcome);
         if failed {
             break;
@@ -129,6 +146,16 @@ pub async fn run(
         steps: outcomes,
         elapsed_ms: started.elapsed().as_millis() as u64,
     }
+}
+
+/// A picture of the replay's page as it is now.
+async fn page_now(registry: &Registry, caller: &Caller) -> Option<Vec<u8>> {
+    let arguments = serde_json::json!({ "format": "jpeg", "quality": 50 });
+    let output = registry
+        .call("browser_screenshot", arguments, caller)
+        .await
+        .ok()?;
+    output.images.into_iter().next().map(|image| image.data)
 }
 
 /// Whether a step changes what the page is (and so is replayed).
@@ -158,6 +185,9 @@ async fn replay_step(
         status: Status::Skipped,
         detail: None,
         elapsed_ms: 0,
+        then: None,
+        now: None,
+        pictures: Vec::new(),
     };
     if !replayed(step) || !step.ok {
         outcome.detail = (!step.ok).then(|| "it failed when recorded".to_string());

@@ -11,9 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::browser::ElementIdentity;
+use crate::browser::{ActionLines, ElementIdentity};
 
-pub use store::{Traces, read_steps};
+pub use store::{Picture, Traces, read_image, read_steps};
 
 /// The trace file inside a session's folder and an export.
 pub const TRACE_FILE: &str = "trace.jsonl";
@@ -45,10 +45,36 @@ pub struct Step {
     /// requests), as the result said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_events: Option<Value>,
+    /// Everything the page did during an action (navigations and actions): its requests and
+    /// console messages, a line each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<ActionLines>,
+    /// The viewport after a step that changed the page, a JPEG in the export (`shots/0004.jpg`);
+    /// the page before a step is the latest earlier step's picture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<String>,
     /// Names of the secrets this step's arguments hold as `{{name}}`; a replay takes each from
     /// `--secret name=…` or `WEBPILOT_SECRET_<NAME>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+}
+
+/// Whether a call acts on the page (a navigation or an action): what the page did meanwhile
+/// is recorded with its step.
+pub fn acts_on_page(tool: &str, args: &Value) -> bool {
+    let action = args["action"].as_str().unwrap_or_default();
+    match tool {
+        "browser_navigate" => true,
+        "browser_interact" => !matches!(action, "options" | "wait" | "dialog" | "download"),
+        _ => false,
+    }
+}
+
+/// Whether a step leaves another page to look at: a picture is taken after it.
+pub fn shows_new_page(tool: &str, args: &Value) -> bool {
+    acts_on_page(tool, args)
+        || (tool == "browser_tabs"
+            && matches!(args["action"].as_str(), Some("new" | "switch" | "close")))
 }
 
 /// A secret's name from the field it was typed into: its accessible name in lower case with

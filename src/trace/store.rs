@@ -4,8 +4,12 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
+
+use futures::future::BoxFuture;
 
 use super::{Step, TRACE_FILE};
 use crate::config::TraceConfig;
@@ -22,6 +26,23 @@ pub struct Traces {
     written: Mutex<HashMap<PathBuf, (u64, u64)>>,
     /// The writer: steps are appended in order off the calls' path.
     writer: std::sync::mpsc::Sender<Job>,
+    /// Pictures asked for and not yet handed to the writer.
+    pictures: Arc<Pending>,
+}
+
+/// A picture of the page being taken for a step: it arrives after the step is written.
+pub type Picture = BoxFuture<'static, ToolResult<Vec<u8>>>;
+
+/// How long a picture may take before its step goes without one.
+const PICTURE_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the pictures live in a trace's folder and its export.
+const SHOTS: &str = "shots";
+
+#[derive(Default)]
+struct Pending {
+    count: AtomicUsize,
+    done: tokio::sync::Notify,
 }
 
 /// What the writer thread does, in the order asked.
@@ -31,6 +52,8 @@ enum Job {
         file: PathBuf,
         line: String,
     },
+    /// A step's picture, written whole (0600).
+    Picture { file: PathBuf, bytes: Vec<u8> },
     /// Answers once every step asked before is written.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -42,6 +65,11 @@ fn write_steps(jobs: std::sync::mpsc::Receiver<Job>) {
             Job::Append { folder, file, line } => {
                 if let Err(error) = append(&folder, &file, &line) {
                     tracing::warn!(%error, "a trace step could not be written");
+                }
+            }
+            Job::Picture { file, bytes } => {
+                if let Err(error) = write_private(&file, &bytes) {
+                    tracing::warn!(%error, "a trace picture could not be written");
                 }
             }
             Job::Flush(done) => {
@@ -65,11 +93,24 @@ impl Traces {
             config,
             written: Mutex::new(HashMap::new()),
             writer,
+            pictures: Arc::default(),
         }
     }
 
-    /// Waits until every step recorded so far is on disk.
+    /// Waits until every step recorded so far, and every picture asked for (or its time
+    /// limit), is on disk.
     async fn flushed(&self) {
+        let pictures = &self.pictures;
+        let _ = tokio::time::timeout(PICTURE_WAIT, async {
+            loop {
+                let done = pictures.done.notified();
+                if pictures.count.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                done.await;
+            }
+        })
+        .await;
         let (done, written) = std::sync::mpsc::channel();
         if self.writer.send(Job::Flush(done)).is_ok() {
             let _ = tokio::task::spawn_blocking(move || written.recv()).await;
@@ -88,10 +129,23 @@ impl Traces {
             .join(session.folder())
     }
 
+    /// The JPEG quality of step pictures; `None` when traces keep none.
+    pub fn picture_quality(&self) -> Option<u8> {
+        let quality = self.config.screenshot_quality;
+        (self.config.enabled && quality > 0).then_some(quality)
+    }
+
     /// Appends a step (numbered here) to the session's trace, written in order off the call's
-    /// path; a trace past `max_bytes` keeps its steps so far. Failures are logged: a trace
-    /// never fails a call.
-    pub fn record(&self, tenant: &Tenant, session: &SessionName, mut step: Step) {
+    /// path, with the picture being taken after it (written when it arrives, within 5 s); a
+    /// trace past `max_bytes` keeps its steps so far. Failures are logged: a trace never fails
+    /// a call.
+    pub fn record(
+        &self,
+        tenant: &Tenant,
+        session: &SessionName,
+        mut step: Step,
+        picture: Option<Picture>,
+    ) {
         if !self.config.enabled {
             return;
         }
@@ -107,6 +161,9 @@ impl Traces {
             }
             *seq += 1;
             step.seq = *seq;
+            if picture.is_some() {
+                step.screenshot = Some(format!("{SHOTS}/{:04}.jpg", step.seq));
+            }
             let Ok(mut line) = serde_json::to_string(&step) else {
                 return;
             };
@@ -114,17 +171,43 @@ impl Traces {
             *bytes += line.len() as u64;
             line
         };
-        let _ = self.writer.send(Job::Append { folder, file, line });
+        let _ = self.writer.send(Job::Append {
+            folder: folder.clone(),
+            file,
+            line,
+        });
+        if let (Some(picture), Some(name)) = (picture, step.screenshot) {
+            self.take_picture(folder.join(name), picture);
+        }
     }
 
-    /// The session's trace as a zip (`trace.jsonl`).
+    /// Hands the picture to the writer once it is taken, unless it fails or is late.
+    fn take_picture(&self, file: PathBuf, picture: Picture) {
+        let (writer, pictures) = (self.writer.clone(), self.pictures.clone());
+        pictures.count.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(async move {
+            match tokio::time::timeout(PICTURE_WAIT, picture).await {
+                Ok(Ok(bytes)) => {
+                    let _ = writer.send(Job::Picture { file, bytes });
+                }
+                Ok(Err(error)) => tracing::debug!(%error, "no picture for a trace step"),
+                Err(_) => tracing::debug!("a trace step's picture came too late"),
+            }
+            pictures.count.fetch_sub(1, Ordering::AcqRel);
+            pictures.done.notify_waiters();
+        });
+    }
+
+    /// The session's trace as a zip: `trace.jsonl` and its pictures (`shots/*.jpg`).
     pub async fn export(&self, tenant: &Tenant, session: &SessionName) -> ToolResult<Vec<u8>> {
         self.flushed().await;
-        let file = self.folder(tenant, session).join(TRACE_FILE);
+        let folder = self.folder(tenant, session);
         let name = session.clone();
         tokio::task::spawn_blocking(move || {
-            let steps = std::fs::read(&file).map_err(|_| no_trace(&name))?;
-            zip_of(&[(TRACE_FILE, steps)])
+            let steps = std::fs::read(folder.join(TRACE_FILE)).map_err(|_| no_trace(&name))?;
+            let mut entries = vec![(TRACE_FILE.to_string(), steps)];
+            entries.extend(pictures_in(&folder.join(SHOTS)));
+            zip_of(&entries)
         })
         .await
         .map_err(|e| ToolError::internal(format!("exporting the trace failed: {e}")))?
@@ -174,6 +257,34 @@ pub fn read_steps(bytes: &[u8]) -> Result<Vec<Step>, String> {
         .collect()
 }
 
+/// A picture of an exported trace (`shots/0004.jpg`), if it holds one.
+pub fn read_image(bytes: &[u8], name: &str) -> Option<Vec<u8>> {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).ok()?;
+    let mut entry = archive.by_name(name).ok()?;
+    let mut image = Vec::new();
+    entry.read_to_end(&mut image).ok()?;
+    Some(image)
+}
+
+/// The pictures in a trace's `shots/` folder, in step order, named as in the export.
+fn pictures_in(shots: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut names: Vec<String> = std::fs::read_dir(shots)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".jpg"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let bytes = std::fs::read(shots.join(&name)).ok()?;
+            Some((format!("{SHOTS}/{name}"), bytes))
+        })
+        .collect()
+}
+
 fn no_trace(session: &SessionName) -> ToolError {
     ToolError::new(
         ErrorCode::NoSuchSession,
@@ -190,6 +301,20 @@ fn existing(file: &Path) -> (u64, u64) {
     }
 }
 
+fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(folder) = file.parent() {
+        std::fs::create_dir_all(folder)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(file)?
+        .write_all(bytes)
+}
+
 fn append(folder: &Path, file: &Path, line: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::create_dir_all(folder)?;
@@ -201,12 +326,19 @@ fn append(folder: &Path, file: &Path, line: &str) -> std::io::Result<()> {
         .write_all(line.as_bytes())
 }
 
-fn zip_of(entries: &[(&str, Vec<u8>)]) -> ToolResult<Vec<u8>> {
+fn zip_of(entries: &[(String, Vec<u8>)]) -> ToolResult<Vec<u8>> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = zip::write::SimpleFileOptions::default()
+    let deflated = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated);
+    // JPEGs are compressed already.
+    let stored = deflated.compression_method(zip::CompressionMethod::Stored);
     for (name, bytes) in entries {
-        zip.start_file(*name, options)
+        let options = if name.ends_with(".jpg") {
+            stored
+        } else {
+            deflated
+        };
+        zip.start_file(name.as_str(), options)
             .and_then(|()| zip.write_all(bytes).map_err(Into::into))
             .map_err(|e| ToolError::internal(format!("writing the trace zip failed: {e}")))?;
     }
@@ -248,6 +380,8 @@ mod tests {
             summary: "ok".into(),
             elapsed_ms: 1,
             page_events: None,
+            events: None,
+            screenshot: None,
             secrets: Vec::new(),
         }
     }
@@ -263,13 +397,17 @@ mod tests {
         let tenant = crate::tenancy::Tenant::operator(&crate::config::Config::default()).unwrap();
         let session = SessionName::parse("shop").unwrap();
         for tool in ["browser_navigate", "browser_interact"] {
-            traces.record(&tenant, &session, step(tool));
+            traces.record(&tenant, &session, step(tool), None);
         }
         // A process started later goes on numbering.
         traces.flushed().await;
         let again = Traces::new(dir.path().to_path_buf(), config);
-        again.record(&tenant, &session, step("browser_read"));
-        let steps = read_steps(&again.export(&tenant, &session).await.unwrap()).unwrap();
+        let picture: Picture = Box::pin(async { Ok(b"\xff\xd8jpeg".to_vec()) });
+        again.record(&tenant, &session, step("browser_read"), Some(picture));
+        let zip = again.export(&tenant, &session).await.unwrap();
+        let steps = read_steps(&zip).unwrap();
+        assert_eq!(steps[2].screenshot.as_deref(), Some("shots/0003.jpg"));
+        assert_eq!(read_image(&zip, "shots/0003.jpg").unwrap(), b"\xff\xd8jpeg");
         let numbered: Vec<(u64, &str)> = steps.iter().map(|s| (s.seq, s.tool.as_str())).collect();
         assert_eq!(
             numbered,

@@ -18,8 +18,8 @@ use std::collections::{HashMap, VecDeque};
 use crate::config::NetworkConfig;
 
 pub use view::{
-    ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents, RequestDetail,
-    StatusFilter,
+    ActionLines, ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents,
+    RequestDetail, StatusFilter,
 };
 
 /// Where a request or message came from.

@@ -103,6 +103,22 @@ pub struct MessageLine {
     pub recorded: u64,
 }
 
+/// What the page did during one action, for a trace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionLines {
+    /// Requests, as `browser_read mode=network` lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+    /// How many requests there were (the list keeps the first ones).
+    #[serde(default)]
+    pub request_count: usize,
+    /// Console messages and page errors, as `mode=console` lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub console: Vec<String>,
+    #[serde(default)]
+    pub console_count: usize,
+}
+
 /// What an action caused that went wrong: only there when something did.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct PageEvents {
@@ -357,6 +373,35 @@ impl TabLog {
         MessageLine {
             lines,
             recorded: self.recorded().1,
+        }
+    }
+
+    /// Everything the page did since the last action started, a line each as the network and
+    /// console modes write them; at most `max` of each (the first ones), with how many there
+    /// were.
+    pub fn since_action(&self, max: usize) -> ActionLines {
+        let mark = self.marked();
+        let own = |e: &&Exchange| !(e.kind == "other" && e.url.ends_with("/favicon.ico"));
+        let exchanges: Vec<&Exchange> = self
+            .exchanges()
+            .filter(|e| e.seq >= mark.exchange)
+            .filter(own)
+            .collect();
+        let redact = self.redactor();
+        let messages: Vec<&Message> = self.messages().filter(|m| m.seq >= mark.message).collect();
+        ActionLines {
+            request_count: exchanges.len(),
+            requests: exchanges
+                .iter()
+                .take(max)
+                .map(|e| self.exchange_line(e))
+                .collect(),
+            console_count: messages.len(),
+            console: messages
+                .iter()
+                .take(max)
+                .map(|m| redact.text(&message_line(m)))
+                .collect(),
         }
     }
 

@@ -269,6 +269,16 @@ impl<'a> Call<'a> {
         self.guard.is_some()
     }
 
+    /// The tab the call worked in (else the active one), while the call holds its session.
+    pub(super) fn worked_tab(&mut self) -> Option<&mut Tab> {
+        let guard = self.guard.as_mut()?;
+        let id = self
+            .used_tab
+            .clone()
+            .or_else(|| guard.active_id().map(str::to_string))?;
+        guard.tab(&id).ok()
+    }
+
     /// The element noted by `note_target`, taken.
     pub(super) fn take_target(&mut self) -> Option<crate::browser::ElementIdentity> {
         self.target.take()

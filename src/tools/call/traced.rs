@@ -1,12 +1,16 @@
 //! A browser tool call written into its session's trace (`crate::trace`) once it has ended,
-//! secrets masked, with the element it acted on.
+//! secrets masked, with the element it acted on, what the page did meanwhile and a picture of
+//! the page after it.
 
 use serde_json::Value;
 
 use super::Call;
 use crate::error::ToolResult;
 use crate::tools::ToolOutput;
-use crate::trace::{Step, mask};
+use crate::trace::{Picture, Step, acts_on_page, mask, shows_new_page};
+
+/// Lines of requests and of console messages kept per step.
+const EVENT_LINES: usize = 50;
 
 /// Records the call in its session's trace; only calls that reached a session are.
 pub(super) async fn record(
@@ -19,7 +23,9 @@ pub(super) async fn record(
     if !call.opened_session() {
         return;
     }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
     let target = call.take_target();
+    let (events, picture) = aftermath(call, tool, &arguments).await;
     let secrets = mask(tool, &mut arguments, target.as_ref());
     if let Value::Object(map) = &mut arguments {
         // The session is the trace's own; a replay runs in a session of its own.
@@ -56,11 +62,35 @@ pub(super) async fn record(
         url,
         ok,
         summary,
-        elapsed_ms: started.elapsed().as_millis() as u64,
+        elapsed_ms,
         page_events,
+        events,
+        screenshot: None,
         secrets,
     };
     call.ctx
         .traces
-        .record(call.tenant(), call.session_name(), step);
+        .record(call.tenant(), call.session_name(), step, picture);
+}
+
+/// What the page did during an action, and the picture of the page after a step that showed
+/// another (taken while the reply goes out: the call does not wait for it).
+async fn aftermath(
+    call: &mut Call<'_>,
+    tool: &str,
+    arguments: &Value,
+) -> (Option<crate::browser::ActionLines>, Option<Picture>) {
+    let quality = call.ctx.traces.picture_quality();
+    let Some(tab) = call.worked_tab() else {
+        return (None, None);
+    };
+    let events = if acts_on_page(tool, arguments) {
+        Some(tab.action_lines(EVENT_LINES).await)
+    } else {
+        None
+    };
+    let picture = quality
+        .filter(|_| shows_new_page(tool, arguments))
+        .map(|quality| -> Picture { Box::pin(tab.viewport_jpeg(quality)) });
+    (events, picture)
 }
