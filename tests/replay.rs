@@ -463,3 +463,47 @@ async fn an_expectation_that_does_not_hold_fails_the_replay_and_says_why() {
     assert_eq!(last.status, webpilot::replay::Status::Failed);
     assert_eq!(last.detail.as_deref(), Some("the page does not show it"));
 }
+
+#[tokio::test]
+async fn the_exported_playwright_test_passes_on_version_1_with_debians_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("checkout.zip");
+    std::fs::write(&file, trace().await).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["replay", "--export", "playwright"])
+        .arg(&file)
+        .args([
+            "--base-url",
+            &format!("http://127.0.0.1:{}", world().ports[&1]),
+        ])
+        .args(["--expect-text", "1 in cart", "--expect-url", "/shop"])
+        .args(["--expect-no-console-errors", "--expect-no-failed-requests"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let spec = String::from_utf8(output.stdout).unwrap();
+    for line in [
+        "getByRole(\"button\", { name: \"Sign in\", exact: true }).click();",
+        ".fill(secret_password);",
+        "page.frameLocator(\"iframe[src*=\\\"/pay\\\"]\").getByRole(\"button\", { name: \"Pay\", exact: true }).click();",
+    ] {
+        assert!(spec.contains(line), "{line}\n---\n{spec}");
+    }
+    assert!(!spec.contains("hunter2-typed"), "{spec}");
+    let before = seen(1).len();
+    let (passed, report) = tokio::task::spawn_blocking(move || {
+        common::node::run_spec(&spec, &[("WEBPILOT_SECRET_PASSWORD", "hunter2-typed")])
+    })
+    .await
+    .unwrap();
+    assert!(passed, "{report}");
+    let saw: Vec<(String, String)> = seen(1)[before..].to_vec();
+    assert!(
+        saw.contains(&("/api/login".into(), "ann:hunter2-typed".into())),
+        "{saw:?}"
+    );
+    assert!(saw.contains(&("/api/pay".into(), "4242".into())), "{saw:?}");
+}

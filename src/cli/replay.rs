@@ -8,7 +8,7 @@ use super::{TraceAction, print_json};
 use crate::App;
 use crate::config::Config;
 use crate::ids::{SessionName, TenantName};
-use crate::replay::{Expectations, Options, junit_xml};
+use crate::replay::{Expectations, Options, junit_xml, playwright_spec};
 use crate::trace::{Traces, read_steps};
 
 pub(super) async fn trace(config: Config, action: TraceAction) -> anyhow::Result<ExitCode> {
@@ -74,6 +74,17 @@ pub(super) struct ReplayArgs {
     /// No request of the replay answered 4xx/5xx or failed.
     #[arg(long)]
     expect_no_failed_requests: bool,
+    /// Instead of replaying, print the trace as a test file of this framework
+    /// (`--export playwright > checkout.spec.ts`; `--base-url` and the expectations go in it).
+    #[arg(long, value_name = "FORMAT")]
+    export: Option<ExportFormat>,
+}
+
+/// What `--export` writes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum ExportFormat {
+    /// A Playwright Test file (TypeScript), run with `npx playwright test`.
+    Playwright,
 }
 
 pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -87,6 +98,7 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
         expect_url,
         expect_no_console_errors,
         expect_no_failed_requests,
+        export,
     } = args;
     let expect = Expectations {
         text: expect_text,
@@ -98,6 +110,15 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
     let bytes = std::fs::read(trace)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", trace.display()))?;
     let steps = read_steps(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", trace.display()))?;
+    let name = trace
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("replay");
+    if let Some(ExportFormat::Playwright) = export {
+        let spec = playwright_spec(&steps, name, base_url.as_deref(), &expect);
+        std::io::Write::write_all(&mut std::io::stdout(), spec.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut options = Options {
         base_url,
         expect,
@@ -118,10 +139,6 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
         save_pictures(&mut report, &bytes, &dir)?;
     }
     if let Some(path) = junit {
-        let name = trace
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("replay");
         std::fs::write(path, junit_xml(&report, name))?;
     }
     print_json(&report)?;

@@ -7,6 +7,7 @@
 
 mod checks;
 mod junit;
+mod playwright;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -20,6 +21,7 @@ use crate::tools::{Caller, Registry};
 use crate::trace::Step;
 
 pub use junit::junit_xml;
+pub use playwright::playwright_spec;
 
 /// How to replay.
 #[derive(Debug, Clone, Default)]
@@ -105,12 +107,7 @@ pub async fn run(
         session,
         ..Caller::new(tenant)
     };
-    let recorded_base = steps
-        .iter()
-        .find(|s| s.tool == "browser_navigate")
-        .and_then(|s| s.args["target"].as_str())
-        .and_then(|url| url::Url::parse(url).ok())
-        .map(|url| url.origin().ascii_serialization());
+    let recorded_base = recorded_base(steps);
     let mut outcomes = Vec::new();
     for (index, step) in steps.iter().enumerate() {
         let mut outcome =
@@ -146,6 +143,16 @@ pub async fn run(
         steps: outcomes,
         elapsed_ms: started.elapsed().as_millis() as u64,
     }
+}
+
+/// The origin of the trace's first navigation: where the recorded site lived.
+fn recorded_base(steps: &[Step]) -> Option<String> {
+    steps
+        .iter()
+        .find(|s| s.tool == "browser_navigate")
+        .and_then(|s| s.args["target"].as_str())
+        .and_then(|url| url::Url::parse(url).ok())
+        .map(|url| url.origin().ascii_serialization())
 }
 
 /// A picture of the replay's page as it is now.

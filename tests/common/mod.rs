@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod devtools;
+pub mod node;
 pub mod page_fixtures;
 pub mod postgres;
 pub mod python;

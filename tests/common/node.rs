@@ -1,0 +1,96 @@
+//! Playwright Test from npm under target/pw-node, installed once (no browser download: the
+//! tests point it at Debian's Chromium) and shared by the test binaries that run exported specs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The newest Playwright for the Node.js at hand (1.62 and later need Node 20).
+fn version() -> &'static str {
+    let major = Command::new("node")
+        .args(["-p", "process.versions.node.split('.')[0]"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .expect("node is installed (scripts/setup --test)");
+    if major >= 20 { "1.65.2" } else { "1.61.0" }
+}
+
+/// The folder whose node_modules holds @playwright/test; specs run from folders inside it.
+pub fn playwright_home() -> &'static PathBuf {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pw-node");
+        let want = version();
+        if installed(&home).as_deref() != Some(want) {
+            let _guard = install_lock(&home);
+            if installed(&home).as_deref() != Some(want) {
+                std::fs::create_dir_all(&home).unwrap();
+                std::fs::write(
+                    home.join("package.json"),
+                    "{\"name\":\"pw-node\",\"private\":true}",
+                )
+                .unwrap();
+                let status = Command::new("npm")
+                    .arg("install")
+                    .arg("--prefix")
+                    .arg(&home)
+                    .args(["--no-audit", "--no-fund", "--loglevel=error"])
+                    .arg(format!("@playwright/test@{want}"))
+                    .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+                    .status();
+                assert!(
+                    status.is_ok_and(|s| s.success()),
+                    "npm install @playwright/test failed"
+                );
+            }
+        }
+        home
+    })
+}
+
+fn installed(home: &Path) -> Option<String> {
+    let text =
+        std::fs::read_to_string(home.join("node_modules/@playwright/test/package.json")).ok()?;
+    let package: serde_json::Value = serde_json::from_str(&text).ok()?;
+    package["version"].as_str().map(str::to_string)
+}
+
+fn install_lock(home: &Path) -> std::fs::File {
+    std::fs::create_dir_all(home.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(home.with_extension("lock")).expect("npm lock file");
+    file.lock().expect("npm lock");
+    file
+}
+
+/// Runs `spec` (TypeScript) with Playwright Test on Debian's Chromium; the run's output, and
+/// whether it passed.
+pub fn run_spec(spec: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let home = playwright_home();
+    let dir = tempfile::Builder::new()
+        .prefix("spec-")
+        .tempdir_in(home)
+        .unwrap();
+    std::fs::write(dir.path().join("exported.spec.ts"), spec).unwrap();
+    let config = "import { defineConfig } from '@playwright/test';\n\
+        export default defineConfig({ testDir: '.', outputDir: 'results', reporter: 'line', timeout: 60000, workers: 1,\n\
+          use: { headless: true, launchOptions: { executablePath: '/usr/bin/chromium',\n\
+            args: ['--no-sandbox', '--no-proxy-server', '--disable-background-networking'] } } });\n";
+    std::fs::write(dir.path().join("playwright.config.ts"), config).unwrap();
+    let output = Command::new("node")
+        .arg(home.join("node_modules/@playwright/test/cli.js"))
+        .arg("test")
+        .arg("--config")
+        .arg(dir.path().join("playwright.config.ts"))
+        .current_dir(dir.path())
+        .envs(env.iter().copied())
+        .output()
+        .expect("node runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
