@@ -335,6 +335,15 @@ async fn a_session_made_on_one_instance_answers_through_another() {
             .unwrap()
             .starts_with(b"\x89PNG\r\n\x1a\n")
     );
+    // The session's trace is on A's disk; B fetches it from there.
+    let trace = client()
+        .get(format!("{}/api/sessions/{session}/trace", b.api))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(trace.status(), 200);
+    let steps = webpilot::trace::read_steps(&trace.bytes().await.unwrap()).unwrap();
+    assert_eq!(steps[0].tool, "browser_navigate", "{steps:?}");
 
     let chat = client()
         .post(format!("{}/api/chat", b.api))

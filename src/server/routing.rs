@@ -41,8 +41,8 @@ enum Target {
     /// A call whose session is named in its JSON body (`session`), else in the session header,
     /// else the default one.
     InBody,
-    /// `DELETE /api/sessions/{name}`.
-    Closing(String),
+    /// `DELETE /api/sessions/{name}` and `GET /api/sessions/{name}/trace`: the session in the path.
+    InPath(String),
     /// `POST /api/conversations/{id}/messages`: the conversation's session.
     Conversation(String),
     /// Anything else runs here.
@@ -77,7 +77,15 @@ fn target(app: &App, method: &Method, path: &str) -> Target {
     if method == Method::DELETE
         && let Some(name) = path.strip_prefix("/api/sessions/")
     {
-        return Target::Closing(name.to_string());
+        return Target::InPath(name.to_string());
+    }
+    // A live session's trace is on the disk of the instance holding it.
+    if method == Method::GET
+        && let Some(name) = path
+            .strip_prefix("/api/sessions/")
+            .and_then(|rest| rest.strip_suffix("/trace"))
+    {
+        return Target::InPath(name.to_string());
     }
     Target::Local
 }
@@ -113,7 +121,7 @@ pub(super) async fn route(State(app): State<App>, mut request: Request, next: Ne
     let (parts, body) = request.into_parts();
     let (named, limit) = match target(&app, &parts.method, parts.uri.path()) {
         Target::Local => return next.run(Request::from_parts(parts, body)).await,
-        Target::Closing(name) => (Some(name), 1 << 20),
+        Target::InPath(name) => (Some(name), 1 << 20),
         Target::Conversation(id) => match app.conversations.get(tenant.name(), &id).await {
             Ok(conversation) => (
                 Some(conversation.session),
