@@ -46,6 +46,8 @@ pub struct App {
     pub public_url: Arc<PublicUrl>,
     /// Every session's trace of its tool calls.
     pub traces: Arc<Traces>,
+    /// Replays running in the background for the HTTP front, and those that ended lately.
+    pub replays: Arc<crate::replay::Replays>,
     /// Cancelled once, when the service shuts down (a signal, or the end of a CLI command).
     pub stop: CancellationToken,
     /// The service's background work (crawl tasks, chats streaming, the session reaper), which
@@ -129,6 +131,7 @@ impl App {
             live_links,
             public_url,
             traces,
+            replays: Arc::default(),
             stop,
             tasks,
         })

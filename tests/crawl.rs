@@ -135,21 +135,8 @@ async fn thirty_urls(harness: &Harness) {
     .await;
     let mut seen = Vec::new();
     let mut done = None;
-    for block in events.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let name = block
-            .lines()
-            .find_map(|l| l.strip_prefix("event:"))
-            .unwrap()
-            .trim();
-        let data: Value = serde_json::from_str(
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix("data:"))
-                .unwrap()
-                .trim(),
-        )
-        .unwrap();
-        match name {
+    for (name, data) in common::sse_events(&events) {
+        match name.as_str() {
             "progress" => seen.push(data["progress"].as_u64().unwrap()),
             "done" => done = Some(data),
             _ => {}

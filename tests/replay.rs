@@ -346,6 +346,7 @@ async fn replay_on(
         base_url: Some(format!("http://127.0.0.1:{}", world().ports[&version])),
         secrets: [("password".to_string(), "hunter2-typed".to_string())].into(),
         expect,
+        ..Default::default()
     };
     let app = &world().harness.app;
     let tenant: Arc<_> = app.tenants.operator().clone();
@@ -506,4 +507,95 @@ async fn the_exported_playwright_test_passes_on_version_1_with_debians_chromium(
         "{saw:?}"
     );
     assert!(saw.contains(&("/api/pay".into(), "4242".into())), "{saw:?}");
+}
+
+#[tokio::test]
+async fn post_api_replays_runs_a_session_s_trace_in_the_background_and_streams_its_steps() {
+    trace().await;
+    let api = &world().harness.api;
+    let created: Value = common::client()
+        .post(format!("{api}/api/replays"))
+        .json(&json!({
+            "session": "rec",
+            "base_url": format!("http://127.0.0.1:{}", world().ports[&2]),
+            "secrets": { "password": "hunter2-typed" },
+            "expect_text": ["1 in cart"],
+            "expect_no_failed_requests": true,
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("an id").to_string();
+    assert!(created["steps_total"].as_u64().unwrap() >= 7, "{created:#}");
+    let stream = common::get_text(&format!("{api}/api/replays/{id}/events"), None).await;
+    let events = common::sse_events(&stream);
+    let (last, report) = events.last().unwrap();
+    assert_eq!(last, "done", "{stream}");
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert!(report["healed"].as_u64().unwrap() >= 2, "{report:#}");
+    // Every step reached the stream, in order, and the run reads the same afterwards.
+    let steps: Vec<u64> = events
+        .iter()
+        .filter(|(name, _)| name == "step")
+        .map(|(_, step)| step["seq"].as_u64().unwrap())
+        .collect();
+    let reported = report["steps"].as_array().unwrap().len();
+    let run: Value = common::client()
+        .get(format!("{api}/api/replays/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "passed", "{run:#}");
+    assert_eq!(run["steps"].as_array().unwrap().len(), reported);
+    assert!(steps.len() <= reported && !steps.is_empty(), "{stream}");
+    // Unknown runs, and asking without a trace.
+    let missing = common::client()
+        .get(format!("{api}/api/replays/rp-nothing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let neither = common::client()
+        .post(format!("{api}/api/replays"))
+        .json(&json!({ "base_url": "http://127.0.0.1:1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(neither.status(), 400);
+}
+
+#[tokio::test]
+async fn an_inline_trace_replayed_over_http_needs_its_secrets_in_the_request() {
+    let trace = data_encoding::BASE64.encode(trace().await);
+    let api = &world().harness.api;
+    let created: Value = common::client()
+        .post(format!("{api}/api/replays"))
+        .json(&json!({
+            "trace": trace,
+            "base_url": format!("http://127.0.0.1:{}", world().ports[&1]),
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("an id").to_string();
+    let stream = common::get_text(&format!("{api}/api/replays/{id}/events"), None).await;
+    let (_, report) = common::sse_events(&stream).pop().unwrap();
+    assert_eq!(report["passed"], false, "{report:#}");
+    let failed = report["steps"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        failed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("secret \"password\" is not given"),
+        "{failed:#}"
+    );
 }

@@ -122,6 +122,7 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
     let mut options = Options {
         base_url,
         expect,
+        secrets_from_env: true,
         ..Options::default()
     };
     for secret in &secrets {

@@ -8,6 +8,7 @@
 mod checks;
 mod junit;
 mod playwright;
+mod runs;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -22,6 +23,7 @@ use crate::trace::Step;
 
 pub use junit::junit_xml;
 pub use playwright::playwright_spec;
+pub use runs::{Replays, RunEvent, RunView};
 
 /// How to replay.
 #[derive(Debug, Clone, Default)]
@@ -29,9 +31,11 @@ pub struct Options {
     /// Where the recorded site now lives: the origin of the trace's first navigation is
     /// replaced by this one in every URL.
     pub base_url: Option<String>,
-    /// Values of the trace's secrets by name (`{{password}}`); missing ones are read from
-    /// `WEBPILOT_SECRET_<NAME>`.
+    /// Values of the trace's secrets by name (`{{password}}`).
     pub secrets: HashMap<String, String>,
+    /// Whether missing secrets are read from `WEBPILOT_SECRET_<NAME>` (the command line; not
+    /// for a tenant over HTTP, whose caller does not own the service's environment).
+    pub secrets_from_env: bool,
     /// Checked once the steps have passed.
     pub expect: Expectations,
 }
@@ -101,6 +105,22 @@ pub async fn run(
     steps: &[Step],
     options: &Options,
 ) -> Report {
+    run_watched(registry, tenant, steps, options, None).await
+}
+
+/// `run`, telling `progress` of each step (and end check) as it finishes.
+async fn run_watched(
+    registry: &Registry,
+    tenant: std::sync::Arc<Tenant>,
+    steps: &[Step],
+    options: &Options,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<Outcome>>,
+) -> Report {
+    let tell = |outcome: &Outcome| {
+        if let Some(progress) = &progress {
+            let _ = progress.send(outcome.clone());
+        }
+    };
     let started = Instant::now();
     let session = SessionName::parse(&unguessable("replay-")).ok();
     let caller = Caller {
@@ -120,13 +140,16 @@ pub async fn run(
                 .find_map(|earlier| earlier.screenshot.clone());
             outcome.now = page_now(registry, &caller).await;
         }
+        tell(&outcome);
         outcomes.push(outcome);
         if failed {
             break;
         }
     }
     if outcomes.iter().all(|o| o.status != Status::Failed) {
-        outcomes.extend(checks::run(registry, &caller, &options.expect).await);
+        let checked = checks::run(registry, &caller, &options.expect).await;
+        checked.iter().for_each(tell);
+        outcomes.extend(checked);
     }
     // The replay's session goes with it (its trace stays, like any closed session's).
     if let Some(name) = &caller.session {
@@ -247,7 +270,10 @@ fn arguments(step: &Step, options: &Options, recorded_base: Option<&str>) -> Res
             .secrets
             .get(secret)
             .cloned()
-            .or_else(|| std::env::var(format!("WEBPILOT_SECRET_{}", secret.to_ascii_uppercase())).ok())
+            .or_else(|| {
+                let variable = format!("WEBPILOT_SECRET_{}", secret.to_ascii_uppercase());
+                options.secrets_from_env.then(|| std::env::var(variable).ok()).flatten()
+            })
             .ok_or_else(|| {
                 format!("secret {secret:?} is not given: pass --secret {secret}=… or set WEBPILOT_SECRET_{}", secret.to_ascii_uppercase())
             })?;

@@ -13,6 +13,7 @@ mod live;
 mod live_relay;
 pub mod mcp;
 mod openapi;
+mod replays;
 mod reply;
 mod rest;
 mod routing;
@@ -47,6 +48,7 @@ pub fn router(app: App) -> Router {
         .merge(conversations::routes(app.clone()))
         .merge(crawler::routes(app.clone()))
         .merge(sessions::routes(app.clone()))
+        .merge(replays::routes(app.clone()))
         .merge(live::routes(app.clone()))
         .merge(console::routes())
         .nest_service("/mcp", mcp)

@@ -44,6 +44,9 @@ use crate::tools::{Registry, ToolSpec};
         super::crawler::list,
         super::crawler::status,
         super::crawler::events,
+        super::replays::create,
+        super::replays::status,
+        super::replays::events,
         super::sessions::create,
         super::sessions::list,
         super::sessions::close,
@@ -54,6 +57,7 @@ use crate::tools::{Registry, ToolSpec};
         (name = "tools", description = "Run one tool; the body is its arguments."),
         (name = "agent", description = "The built-in agent loop."),
         (name = "crawler", description = "Batch crawl tasks."),
+        (name = "replays", description = "Traces run again without a model."),
         (name = "sessions", description = "Private browser sessions."),
         (name = "service", description = "Health, metrics and descriptions."),
     )

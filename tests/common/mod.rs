@@ -626,6 +626,26 @@ pub async fn answered_conversation(api: &str, question: &str) -> String {
     id
 }
 
+/// The events of a server-sent event stream read whole: each one's name and its data (JSON).
+pub fn sse_events(stream: &str) -> Vec<(String, Value)> {
+    stream
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|line| line.strip_prefix(name))
+                    .unwrap_or_else(|| panic!("no {name} in {block:?}"))
+                    .trim()
+                    .to_string()
+            };
+            let data = serde_json::from_str(&field("data:")).unwrap();
+            (field("event:"), data)
+        })
+        .collect()
+}
+
 /// Sends `question` to conversation `id` and reads its event stream to `done`.
 pub async fn ask(api: &str, id: &str, question: &str) {
     let answer = client()
