@@ -403,6 +403,59 @@ async fn the_sessions_panel_shows_a_tabs_failed_requests_and_errors_and_a_reques
 }
 
 #[tokio::test]
+async fn a_session_s_timeline_shows_each_step_with_its_picture_and_what_failed() {
+    let person = "console-timeline";
+    let traced = "console-traced";
+    tool(
+        "browser_navigate",
+        json!({ "session": traced, "target": service().page("console-problems.html") }),
+    )
+    .await;
+    // An action whose request fails: the step's own problem.
+    tool(
+        "browser_interact",
+        json!({ "session": traced, "action": "evaluate",
+                "script": "fetch('/status/404').then((r) => r.status)" }),
+    )
+    .await;
+    open_console(person, "/").await;
+    click(person, "\"Refresh sessions\"").await;
+    click(person, &format!("\"Timeline of {traced}\"")).await;
+    says(person, "evaluate").await;
+    let list = format!("[aria-label=\"timeline of {traced}\"]");
+    let steps = evaluate(
+        person,
+        &format!("[...document.querySelectorAll('{list} > li')].map((li) => li.innerText)"),
+    )
+    .await;
+    let steps: Vec<String> = serde_json::from_value(steps).unwrap();
+    assert_eq!(steps.len(), 2, "{steps:#?}");
+    assert!(steps[0].starts_with("navigate http://"), "{steps:#?}");
+    assert!(steps[0].contains("console-problems.html"), "{steps:#?}");
+    assert!(
+        steps[1].contains("404 GET") && steps[1].contains("/status/404"),
+        "{steps:#?}"
+    );
+    // Each step's picture loads once it is in view.
+    evaluate(
+        person,
+        &format!("document.querySelector('{list} > li:last-child').scrollIntoView()"),
+    )
+    .await;
+    eventually("the pictures", Duration::from_secs(10), || async {
+        let loaded = evaluate(
+            person,
+            &format!(
+                "[...document.querySelectorAll('{list} img')].filter((i) => i.complete && i.naturalWidth > 100).length"
+            ),
+        )
+        .await;
+        loaded.as_u64() == Some(2)
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_page_is_small_cached_and_revalidated() {
     let response = client()
         .get(format!("{}/", service().api))

@@ -51,6 +51,8 @@ use crate::tools::{Registry, ToolSpec};
         super::sessions::list,
         super::sessions::close,
         super::sessions::trace,
+        super::sessions::trace_steps,
+        super::sessions::trace_picture,
     ),
     components(schemas(ErrorBody, ToolError, ErrorCode, SseEvent)),
     tags(

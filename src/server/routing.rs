@@ -41,7 +41,8 @@ enum Target {
     /// A call whose session is named in its JSON body (`session`), else in the session header,
     /// else the default one.
     InBody,
-    /// `DELETE /api/sessions/{name}` and `GET /api/sessions/{name}/trace`: the session in the path.
+    /// `DELETE /api/sessions/{name}` and `GET /api/sessions/{name}/trace…`: the session in the
+    /// path.
     InPath(String),
     /// `POST /api/conversations/{id}/messages`: the conversation's session.
     Conversation(String),
@@ -81,9 +82,9 @@ fn target(app: &App, method: &Method, path: &str) -> Target {
     }
     // A live session's trace is on the disk of the instance holding it.
     if method == Method::GET
-        && let Some(name) = path
+        && let Some((name, _)) = path
             .strip_prefix("/api/sessions/")
-            .and_then(|rest| rest.strip_suffix("/trace"))
+            .and_then(|rest| rest.split_once("/trace"))
     {
         return Target::InPath(name.to_string());
     }

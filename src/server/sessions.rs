@@ -30,6 +30,11 @@ pub(super) fn routes(app: App) -> Router {
         .route("/api/sessions", get(list).post(create))
         .route("/api/sessions/{id}", delete(close))
         .route("/api/sessions/{id}/trace", get(trace))
+        .route("/api/sessions/{id}/trace/steps", get(trace_steps))
+        .route(
+            "/api/sessions/{id}/trace/shots/{picture}",
+            get(trace_picture),
+        )
         .with_state(app)
 }
 
@@ -184,7 +189,7 @@ async fn close(
 #[utoipa::path(get, path = "/api/sessions/{id}/trace", tag = "sessions",
     params(("id" = String, Path, description = "The session's name, as the caller names it.")),
     responses(
-        (status = 200, description = "A zip holding trace.jsonl.", content_type = "application/zip"),
+        (status = 200, description = "A zip holding trace.jsonl and the steps' pictures (shots/).", content_type = "application/zip"),
         (status = 400, description = "INVALID_ARGUMENT: not a session name", body = ErrorBody),
         (status = 404, description = "NO_SUCH_SESSION: the session has no trace", body = ErrorBody),
     ))]
@@ -208,4 +213,47 @@ async fn trace(
         zip,
     )
         .into_response())
+}
+
+/// The session's trace as JSON: its steps in order (the lines of trace.jsonl).
+#[utoipa::path(get, path = "/api/sessions/{id}/trace/steps", tag = "sessions",
+    params(("id" = String, Path, description = "The session's name, as the caller names it.")),
+    responses(
+        (status = 200, description = "`steps`: the trace's steps.", body = Object),
+        (status = 400, description = "INVALID_ARGUMENT: not a session name", body = ErrorBody),
+        (status = 404, description = "NO_SUCH_SESSION: the session has no trace", body = ErrorBody),
+    ))]
+async fn trace_steps(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ToolError> {
+    let name = SessionName::parse(&id)?;
+    let steps = app.traces.steps(&tenant, &name).await?;
+    Ok(Json(json!({ "steps": steps })))
+}
+
+/// One picture of the session's trace (a step's `screenshot`, e.g. shots/0004.jpg).
+#[utoipa::path(get, path = "/api/sessions/{id}/trace/shots/{picture}", tag = "sessions",
+    params(
+        ("id" = String, Path, description = "The session's name, as the caller names it."),
+        ("picture" = String, Path, description = "The picture's file, e.g. 0004.jpg."),
+    ),
+    responses(
+        (status = 200, description = "The JPEG.", content_type = "image/jpeg"),
+        (status = 400, description = "INVALID_ARGUMENT: not a session name or a picture's", body = ErrorBody),
+        (status = 404, description = "NO_SUCH_SESSION: no such trace or picture", body = ErrorBody),
+    ))]
+async fn trace_picture(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path((id, picture)): Path<(String, String)>,
+) -> Result<axum::response::Response, ToolError> {
+    use axum::response::IntoResponse;
+    let name = SessionName::parse(&id)?;
+    let bytes = app
+        .traces
+        .picture(&tenant, &name, &format!("shots/{picture}"))
+        .await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "image/jpeg")], bytes).into_response())
 }

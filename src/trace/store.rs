@@ -213,6 +213,44 @@ impl Traces {
         .map_err(|e| ToolError::internal(format!("exporting the trace failed: {e}")))?
     }
 
+    /// The session's steps so far, in order.
+    pub async fn steps(&self, tenant: &Tenant, session: &SessionName) -> ToolResult<Vec<Step>> {
+        self.flushed().await;
+        let file = self.folder(tenant, session).join(TRACE_FILE);
+        let bytes = tokio::fs::read(&file)
+            .await
+            .map_err(|_| no_trace(session))?;
+        read_steps(&bytes).map_err(|e| ToolError::internal(format!("the trace is damaged: {e}")))
+    }
+
+    /// A picture of the session's trace by its name in a step (`shots/0004.jpg`).
+    pub async fn picture(
+        &self,
+        tenant: &Tenant,
+        session: &SessionName,
+        name: &str,
+    ) -> ToolResult<Vec<u8>> {
+        let file = name
+            .strip_prefix(&format!("{SHOTS}/"))
+            .filter(|file| {
+                file.strip_suffix(".jpg")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .ok_or_else(|| {
+                ToolError::invalid(format!("{name:?} is not a picture of a trace"))
+                    .with_hint("use a step's `screenshot`, like shots/0004.jpg")
+            })?;
+        self.flushed().await;
+        let path = self.folder(tenant, session).join(SHOTS).join(file);
+        tokio::fs::read(&path).await.map_err(|_| {
+            ToolError::new(
+                ErrorCode::NoSuchSession,
+                format!("session {session}'s trace has no picture {name}"),
+            )
+            .with_hint("a step's picture may be missing when the page could not be captured")
+        })
+    }
+
     /// Removes traces whose last step is older than `max_age_hours`; returns how many.
     pub fn sweep(&self) -> usize {
         let max_age = Duration::from_secs(self.config.max_age_hours.saturating_mul(3600));
