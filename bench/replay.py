@@ -12,7 +12,8 @@ an SPA on 127.0.0.1 with its card form in a frame of another site, localhost):
 3. replays it with the CLI (`webpilot replay run.zip`, its own process and Chromium), for reference;
 4. exports it (`webpilot replay --export playwright`) and runs the spec with Playwright Test on
    Debian's Chromium (JSON reporter), as tests/common/node.rs does.
-Every run must pay (the fixture server counts the payments) and pass, or the bench stops.
+Every run must pay (the fixture server counts the payments) and pass, or the bench stops; the
+replays and the spec also expect the page's "Order confirmed" at the end.
 
 Measures: recorded = sum of the trace's step `elapsed_ms` (reads included; and the 10 actions
 alone), replay = the replay report's `elapsed_ms` (its session opened and closed included),
@@ -21,12 +22,15 @@ and page are set up and closed in it but the worker's browser launch is not.
 
     python3 bench/replay.py                      # 5 rounds, /tmp/reltime/release/webpilot
     python3 bench/replay.py --rounds 3 --binary target/release/webpilot --no-cli
+    # without the trace's step pictures (a file with `[trace]` and `screenshot_quality = 0`)
+    python3 bench/replay.py --config /tmp/noshots.toml --no-playwright
 """
 from __future__ import annotations
 
 import argparse
 import base64
 import http.client
+import io
 import json
 import os
 import shutil
@@ -36,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -201,12 +206,12 @@ class Failure(RuntimeError):
 
 
 class Service:
-    def __init__(self, binary: str):
+    def __init__(self, binary: str, config: list[str]):
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="wp-replay-bench-")
         self.log = open(os.path.join(self.data, "serve.log"), "wb")
         self.proc = subprocess.Popen(
-            [binary, "--data-dir", self.data, "--port", str(self.port),
+            [binary, *config, "--data-dir", self.data, "--port", str(self.port),
              "--fetch-allow", "127.0.0.1,localhost", "serve"],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -273,8 +278,6 @@ def record(service: Service, session: str, base: str) -> bytes:
 
 
 def trace_steps(zip_bytes: bytes) -> list[dict]:
-    import io
-    import zipfile
     with zipfile.ZipFile(io.BytesIO(zip_bytes)) as z:
         name = next(n for n in z.namelist() if n.endswith("trace.jsonl"))
         return [json.loads(line) for line in z.read(name).decode().splitlines() if line.strip()]
@@ -304,12 +307,12 @@ def replay_rest(service: Service, zip_bytes: bytes, base: str) -> dict:
     return report
 
 
-def replay_cli(binary: str, zip_path: str, base: str) -> tuple[dict, float]:
+def replay_cli(binary: str, config: list[str], zip_path: str, base: str) -> tuple[dict, float]:
     data = tempfile.mkdtemp(prefix="wp-replay-cli-")
     try:
         start = time.perf_counter()
         out = subprocess.run(
-            [binary, "--data-dir", data, "--fetch-allow", "127.0.0.1,localhost", "replay", zip_path,
+            [binary, *config, "--data-dir", data, "--fetch-allow", "127.0.0.1,localhost", "replay", zip_path,
              "--base-url", base, "--secret", f"{SECRET_NAME}={PASSWORD}", "--expect-text", DONE_TEXT],
             capture_output=True, env={**os.environ, "TMPDIR": data}, timeout=300)
         wall = (time.perf_counter() - start) * 1000
@@ -371,7 +374,10 @@ def run_playwright(spec: str) -> tuple[float, float | None]:
             ["node", PW_CLI, "test", "--config", os.path.join(folder, "playwright.config.ts"),
              "--reporter=json,./body-reporter.cjs"], cwd=folder, capture_output=True, timeout=300,
             env={**os.environ, f"WEBPILOT_SECRET_{SECRET_NAME.upper()}": PASSWORD, "BENCH_BODY_FILE": body_file})
-        body = json.load(open(body_file))["body"] if os.path.exists(body_file) else None
+        body = None
+        if os.path.exists(body_file):
+            with open(body_file) as f:
+                body = json.load(f)["body"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     try:
@@ -405,6 +411,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default="/tmp/reltime/release/webpilot")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--config", help="a webpilot configuration file for the service and the CLI replay")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI replay (reference only)")
     ap.add_argument("--no-playwright", action="store_true")
     args = ap.parse_args()
@@ -415,9 +422,10 @@ def main():
 
     load_before = os.getloadavg()
     base = f"http://127.0.0.1:{serve_shop()}"
-    service = Service(args.binary)
+    config = ["--config", args.config] if args.config else []
+    service = Service(args.binary, config)
     rows: dict[str, list[float]] = {}
-    per_step: dict[str, tuple[list[float], list[float]]] = {}
+    per_step: dict[str, tuple[list[float], list[float], list[float]]] = {}
     keep = lambda name, value: rows.setdefault(name, []).append(value)
     work = tempfile.mkdtemp(prefix="wp-replay-zip-")
     try:
@@ -443,22 +451,31 @@ def main():
                 failed = [s for s in report.get("steps", []) if s.get("status") == "failed"]
                 raise Failure(f"round {round_}: the replay did not pass / pay: {failed or report}")
             keep("replay", report["elapsed_ms"])
-            replayed = [s for s in report["steps"] if s["status"] in ("passed", "healed")]
-            for rec, rep in zip(actions, [s for s in replayed if not s["what"].startswith("expect")]):
+            replayed = [s for s in report["steps"] if s["status"] in ("passed", "healed")
+                        and s["tool"] != "check"]
+            if len(replayed) != ACTIONS:
+                raise Failure(f"round {round_}: {len(replayed)} steps replayed, not {ACTIONS}")
+            reads_before, read_ms = [], 0
+            for step in steps:  # the reads the agent made before each action
+                if is_action(step):
+                    reads_before.append(read_ms)
+                    read_ms = 0
+                else:
+                    read_ms += step["elapsed_ms"]
+            for rec, reads, rep in zip(actions, reads_before, replayed):
                 what = rep["what"].replace(base, "")
-                per_step.setdefault(what, ([], []))
+                per_step.setdefault(what, ([], [], []))
                 per_step[what][0].append(rec["elapsed_ms"])
-                per_step[what][1].append(rep["elapsed_ms"])
-            checks = [s for s in report["steps"] if s["what"].startswith("expect")]
-            keep("replay_checks", sum(s["elapsed_ms"] for s in checks))
-            keep("replay_steps", sum(s["elapsed_ms"] for s in report["steps"]))
+                per_step[what][1].append(reads)
+                per_step[what][2].append(rep["elapsed_ms"])
+            keep("replay_outside", report["elapsed_ms"] - sum(s["elapsed_ms"] for s in replayed))
 
             zip_path = os.path.join(work, f"run-{round_}.zip")
             with open(zip_path, "wb") as f:
                 f.write(zip_bytes)
             if not args.no_cli:
                 paid = SHOP.paid()
-                cli_report, wall = replay_cli(args.binary, zip_path, base)
+                cli_report, wall = replay_cli(args.binary, config, zip_path, base)
                 if not cli_report.get("passed") or SHOP.paid() != paid + 1:
                     raise Failure(f"round {round_}: the CLI replay did not pass / pay: {cli_report}")
                 keep("cli_elapsed", cli_report["elapsed_ms"])
@@ -488,15 +505,15 @@ def main():
     print(f"replay bench: {n} rounds, {ACTIONS} actions + {spread(rows['reads'])} reads recorded; "
           f"all {n} replays passed" + ("" if args.no_playwright else f", all {n} Playwright runs passed"))
     print(f"load average 1/5/15 min: before {' '.join(f'{x:.2f}' for x in load_before)}, "
-          f"after {' '.join(f'{x:.2f}' for x in load_after)}")
+          f"after {' '.join(f'{x:.2f}' for x in load_after)} (the bench's own Chromium and node included)")
     print()
-    print("| measure (ms)                          | median (min–max) |")
-    print("| ------------------------------------- | ---------------- |")
+    print("| measure (ms)                           | median (min–max) |")
+    print("| -------------------------------------- | ---------------- |")
     table = [
         ("recorded: all trace steps (reads too)", "recorded_all"),
         ("recorded: the 10 actions", "recorded_actions"),
         ("replay (REST, report elapsed_ms)", "replay"),
-        ("  of which end check (expect text)", "replay_checks"),
+        ("  outside steps (open, check, close)", "replay_outside"),
         ("replay (CLI, report elapsed_ms)", "cli_elapsed"),
         ("replay (CLI, wall incl. start-up)", "cli_wall"),
         ("Playwright test duration (JSON)", "playwright"),
@@ -504,7 +521,7 @@ def main():
     ]
     for label, key in table:
         if key in rows:
-            print(f"| {label:<37} | {spread(rows[key]):<16} |")
+            print(f"| {label:<38} | {spread(rows[key]):<16} |")
     print()
     print("| ratio                       | median (min–max)   | target |")
     print("| --------------------------- | ------------------ | ------ |")
@@ -519,10 +536,11 @@ def main():
                 flag = " ok" if statistics.median(values) <= float(target.split()[-1]) else " MISSED"
             print(f"| {label:<27} | {spread(values, '{:.2f}'):<18} | {target}{flag} |")
     print()
-    print("| step (ms, median)                 | recorded | replay |")
-    print("| --------------------------------- | -------- | ------ |")
-    for what, (rec, rep) in per_step.items():
-        print(f"| {what[:33]:<33} | {statistics.median(rec):>8.0f} | {statistics.median(rep):>6.0f} |")
+    print("| step (ms, median)                 | recorded | reads before it | replay |")
+    print("| --------------------------------- | -------- | --------------- | ------ |")
+    for what, (rec, reads, rep) in per_step.items():
+        print(f"| {what[:33]:<33} | {statistics.median(rec):>8.0f} | {statistics.median(reads):>15.0f} "
+              f"| {statistics.median(rep):>6.0f} |")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,14 @@ use serde_json::{Value, json};
 
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
-    SERVICE.get_or_init(|| start_with(config))
+    SERVICE.get_or_init(|| {
+        start_with(|sites| {
+            let mut config = config(sites);
+            // The timeline shows each step's picture.
+            config.trace.screenshot_quality = 50;
+            config
+        })
+    })
 }
 
 async fn tool(tool: &str, args: Value) -> Value {

@@ -737,3 +737,129 @@ async fn a_person_fills_a_form_in_another_sites_frame_through_the_live_view() {
     )
     .await;
 }
+
+/// The trace of a hand-off holds what the person did, by element, with their PIN as a named
+/// secret; a replay does it again without them (the server sees the same code and PIN), or
+/// fails there when told a person is needed.
+#[tokio::test]
+async fn a_person_s_part_of_a_handoff_is_traced_by_element_and_replayed_without_them() {
+    use webpilot::browser::live::PersonInput;
+    let worker = "live-traced";
+    let viewer = "live-traced-viewer";
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("verify.html") }),
+    )
+    .await;
+    let (handoff, link) = start_handoff(
+        worker,
+        json!({ "message": "Please verify", "until": "Verified", "timeout_ms": 60000 }),
+    )
+    .await;
+    take_control(viewer, &link).await;
+    viewer_says(viewer, "Please verify").await;
+    // The page's button fills it: the middle of the screen is on it.
+    viewer_click(viewer, "\"Live view\"").await;
+    viewer_types(viewer, "4711").await;
+    viewer_keys(viewer, "Tab").await;
+    viewer_types(viewer, "9999").await;
+    viewer_keys(viewer, "Enter").await;
+    let (status, result) = handoff.await.unwrap();
+    assert_eq!(status, 200, "{result:#}");
+    assert_eq!(result["handed_back"], "until", "{result:#}");
+    let verified = || {
+        common::page_fixtures::received()
+            .into_iter()
+            .filter(|(path, body)| path == "/verify" && body == "4711:9999")
+            .count()
+    };
+    assert_eq!(verified(), 1);
+
+    let zip = common::client()
+        .get(format!("{}/api/sessions/{worker}/trace", harness().api))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let steps = webpilot::trace::read_steps(&zip).unwrap();
+    let step = steps
+        .iter()
+        .find(|s| s.args["action"] == "handoff")
+        .expect("the hand-off's step");
+    let done: Vec<String> = step
+        .person
+        .iter()
+        .map(|input| match input {
+            PersonInput::Click { target, .. } => {
+                format!("click {}", target.as_ref().unwrap().label())
+            }
+            PersonInput::Type { target, text, .. } => {
+                format!("type {} {text}", target.as_ref().unwrap().label())
+            }
+            PersonInput::Key { key } => format!("key {key}"),
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [
+            "click button \"I am human\"",
+            "type textbox \"Code\" 4711",
+            "key Tab",
+            "type textbox \"PIN\" {{pin}}",
+            "key Enter",
+        ],
+        "{step:#?}"
+    );
+    assert_eq!(step.secrets, ["pin"]);
+    let text: String = steps
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+    assert!(!text.contains("9999"), "{text}");
+    // Nor in what the tab shows of the request that sent it.
+    let listed = ok(
+        "browser_read",
+        json!({ "session": worker, "mode": "network", "url": "*/verify" }),
+    )
+    .await;
+    let line = listed["content"].as_str().unwrap().to_string();
+    let id = &line[1..line.find(']').expect("a request line")];
+    let sent = ok(
+        "browser_read",
+        json!({ "session": worker, "mode": "network", "request": id }),
+    )
+    .await;
+    let sent = sent.to_string();
+    assert!(sent.contains("4711") && !sent.contains("9999"), "{sent}");
+
+    let app = &harness().app;
+    let replay = |handoff| {
+        let options = webpilot::replay::Options {
+            secrets: [("pin".to_string(), "9999".to_string())].into(),
+            handoff,
+            ..Default::default()
+        };
+        let steps = steps.clone();
+        async move {
+            webpilot::replay::run(
+                &app.registry,
+                app.tenants.operator().clone(),
+                &steps,
+                &options,
+            )
+            .await
+        }
+    };
+    let report = replay(webpilot::replay::HandoffMode::Replay).await;
+    assert!(report.passed, "{report:#?}");
+    assert_eq!(verified(), 2, "the replay sent the same code and PIN");
+    let report = replay(webpilot::replay::HandoffMode::Fail).await;
+    let last = report.steps.last().unwrap();
+    assert_eq!(last.status, webpilot::replay::Status::Failed, "{report:#?}");
+    assert!(
+        last.detail.as_deref().unwrap().contains("needs one"),
+        "{report:#?}"
+    );
+}

@@ -46,6 +46,8 @@ fn world() -> &'static World {
         let harness = common::start_with(|_| {
             let mut config = common::loopback_config();
             config.fetch.allow = vec!["127.0.0.1".into(), "localhost".into()];
+            // Steps keep their pictures; a failed replay step shows them.
+            config.trace.screenshot_quality = 50;
             config
         });
         let mut ports = HashMap::new();

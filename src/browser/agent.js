@@ -809,8 +809,9 @@
   // an action acted on): role, name, the nth of that role and name here, stable attributes.
   function identify(ref) {
     const found = resolve(ref);
-    if (found.status !== 'ok') return null;
-    const el = found.el;
+    return found.status === 'ok' ? identityOf(found.el) : null;
+  }
+  function identityOf(el) {
     const role = roleOf(el) || 'clickable';
     const name = squash(nameOf(el, role), 80);
     // Counted among the same tag (and explicit role) in the element's own root: cheap enough
@@ -831,6 +832,37 @@
     return { role: me.role, name: me.name, nth, tag: el.tagName.toLowerCase(), attributes,
       origin: location.origin, path: location.pathname };
   }
+  // What a person's input through the live view reached, for a trace: the element at (x, y) of
+  // the viewport (the interactive one holding it), or the focused field; a frame of another
+  // site is named by its address, with the point inside it. `secret`: a password field.
+  const INTERACTIVE = 'a[href],button,input,select,textarea,summary,label,[role],[onclick],[tabindex],[contenteditable]';
+  function reached(el, x, y) {
+    if (!el) return null;
+    if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+      const r = el.getBoundingClientRect();
+      const url = new URL(el.src || 'about:blank', location.href);
+      const frame = { origin: url.origin, path: url.pathname };
+      if (Number.isFinite(x)) Object.assign(frame, { x: x - r.left, y: y - r.top });
+      return { frame };
+    }
+    const target = el.closest(INTERACTIVE) || el;
+    return { identity: identityOf(target), secret: target.type === 'password' };
+  }
+  function personAt(x, y) {
+    let el = document.elementFromPoint(x, y);
+    while (el && el.shadowRoot) {
+      const inner = el.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === el) break;
+      el = inner;
+    }
+    return reached(el, x, y);
+  }
+  function personFocus() {
+    let el = document.activeElement;
+    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    return el && el !== document.body ? reached(el, NaN, NaN) : null;
+  }
+
   // Finds an identity again: the same stable attributes (exact), else the nth element of the same
   // role and name, else the closest by role and name. Answers its ref (the element list must
   // have numbered it), how it was found, and the nearest candidates.
@@ -865,7 +897,7 @@
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate }),
+    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus }),
     enumerable: false,
   });
 })();

@@ -8,7 +8,7 @@ use super::{TraceAction, print_json};
 use crate::App;
 use crate::config::Config;
 use crate::ids::{SessionName, TenantName};
-use crate::replay::{Expectations, Options, junit_xml, playwright_spec};
+use crate::replay::{Expectations, HandoffMode, Options, junit_xml, playwright_spec};
 use crate::trace::{Traces, read_steps};
 
 pub(super) async fn trace(config: Config, action: TraceAction) -> anyhow::Result<ExitCode> {
@@ -74,6 +74,10 @@ pub(super) struct ReplayArgs {
     /// No request of the replay answered 4xx/5xx or failed.
     #[arg(long)]
     expect_no_failed_requests: bool,
+    /// What a person did during the recording (a hand-off): do it again by element, leave it
+    /// out, or fail there.
+    #[arg(long, value_enum, default_value = "replay")]
+    handoff: HandoffMode,
     /// Instead of replaying, print the trace as a test file of this framework
     /// (`--export playwright > checkout.spec.ts`; `--base-url` and the expectations go in it).
     #[arg(long, value_name = "FORMAT")]
@@ -99,6 +103,7 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
         expect_no_console_errors,
         expect_no_failed_requests,
         export,
+        handoff,
     } = args;
     let expect = Expectations {
         text: expect_text,
@@ -123,6 +128,7 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
         base_url,
         expect,
         secrets_from_env: true,
+        handoff,
         ..Options::default()
     };
     for secret in &secrets {

@@ -16,10 +16,11 @@ pub(super) async fn run(
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     for text in &expect.text {
-        let what = format!("expect text {text:?}");
+        let (what, started) = (format!("expect text {text:?}"), Instant::now());
         let found = read(registry, caller, json!({ "mode": "find", "query": text })).await;
         outcomes.push(judge(
             what,
+            started,
             found.map(|r| match r["matches"].as_u64() {
                 Some(n) if n > 0 => Ok(()),
                 _ => Err("the page does not show it".to_string()),
@@ -27,7 +28,7 @@ pub(super) async fn run(
         ));
     }
     if let Some(wanted) = &expect.url {
-        let what = format!("expect url {wanted:?}");
+        let (what, started) = (format!("expect url {wanted:?}"), Instant::now());
         let read = read(
             registry,
             caller,
@@ -36,6 +37,7 @@ pub(super) async fn run(
         .await;
         outcomes.push(judge(
             what,
+            started,
             read.map(|r| {
                 let url = r["url"].as_str().unwrap_or_default();
                 let holds = if wanted.contains('*') {
@@ -52,6 +54,7 @@ pub(super) async fn run(
         ));
     }
     if expect.no_console_errors {
+        let started = Instant::now();
         let read = read(
             registry,
             caller,
@@ -60,10 +63,12 @@ pub(super) async fn run(
         .await;
         outcomes.push(judge(
             "expect no console errors".into(),
+            started,
             read.map(|r| none_in(&r)),
         ));
     }
     if expect.no_failed_requests {
+        let started = Instant::now();
         let mut lines = Vec::new();
         let mut failure = None;
         for status in ["failed", "4xx", "5xx"] {
@@ -85,7 +90,7 @@ pub(super) async fn run(
             None if lines.is_empty() => Ok(Ok(())),
             None => Ok(Err(lines.join("\n"))),
         };
-        outcomes.push(judge("expect no failed requests".into(), verdict));
+        outcomes.push(judge("expect no failed requests".into(), started, verdict));
     }
     outcomes
 }
@@ -121,8 +126,8 @@ fn none_in(read: &Value) -> Result<(), String> {
     }
 }
 
-fn judge(what: String, verdict: Result<Result<(), String>, String>) -> Outcome {
-    let started = Instant::now();
+/// A check's outcome; `started` is when it began reading.
+fn judge(what: String, started: Instant, verdict: Result<Result<(), String>, String>) -> Outcome {
     let (status, detail) = match verdict {
         Ok(Ok(())) => (Status::Passed, None),
         Ok(Err(why)) | Err(why) => (Status::Failed, Some(why)),

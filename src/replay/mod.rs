@@ -7,6 +7,7 @@
 
 mod checks;
 mod junit;
+mod person;
 mod playwright;
 mod runs;
 
@@ -38,6 +39,23 @@ pub struct Options {
     pub secrets_from_env: bool,
     /// Checked once the steps have passed.
     pub expect: Expectations,
+    /// What becomes of the steps a person did through the live view.
+    pub handoff: HandoffMode,
+}
+
+/// What a replay does with what a person did during the recording (a hand-off).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Deserialize, utoipa::ToSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffMode {
+    /// Do what the person did: their clicks, typing and keys, by element.
+    #[default]
+    Replay,
+    /// Leave it out.
+    Skip,
+    /// Fail there: the run needs a person.
+    Fail,
 }
 
 /// What must hold at the end of a replay, besides every step passing.
@@ -219,8 +237,19 @@ async fn replay_step(
         now: None,
         pictures: Vec::new(),
     };
-    if !replayed(step) || !step.ok {
-        outcome.detail = (!step.ok).then(|| "it failed when recorded".to_string());
+    if !step.ok {
+        outcome.detail = Some("it failed when recorded".to_string());
+        return outcome;
+    }
+    let handoff = step.tool == "browser_interact" && step.args["action"] == "handoff";
+    if handoff || !step.person.is_empty() {
+        person::replay(registry, caller, step, options, &mut outcome).await;
+        if handoff || outcome.status == Status::Failed {
+            outcome.elapsed_ms = started.elapsed().as_millis() as u64;
+            return outcome;
+        }
+    }
+    if !replayed(step) {
         return outcome;
     }
     let arguments = match arguments(step, options, recorded_base) {
@@ -238,8 +267,8 @@ async fn replay_step(
             let seen = &output.json["recognized"];
             if seen.is_object() && seen["how"] != "exact" {
                 outcome.status = Status::Healed;
-                outcome.detail = Some(healed(step, seen));
-            } else {
+                outcome.detail = Some(healed(step.target.as_ref(), seen));
+            } else if outcome.status != Status::Healed {
                 outcome.status = Status::Passed;
             }
         }
@@ -265,24 +294,7 @@ fn arguments(step: &Step, options: &Options, recorded_base: Option<&str>) -> Res
             serde_json::to_value(target).unwrap_or_default(),
         );
     }
-    for secret in &step.secrets {
-        let value = options
-            .secrets
-            .get(secret)
-            .cloned()
-            .or_else(|| {
-                let variable = format!("WEBPILOT_SECRET_{}", secret.to_ascii_uppercase());
-                options.secrets_from_env.then(|| std::env::var(variable).ok()).flatten()
-            })
-            .ok_or_else(|| {
-                format!("secret {secret:?} is not given: pass --secret {secret}=… or set WEBPILOT_SECRET_{}", secret.to_ascii_uppercase())
-            })?;
-        for field in map.values_mut() {
-            if let Value::String(text) = field {
-                *text = text.replace(&format!("{{{{{secret}}}}}"), &value);
-            }
-        }
-    }
+    fill_secrets(map, &step.secrets, options)?;
     if let (Some(from), Some(to)) = (recorded_base, &options.base_url) {
         let to = to.trim_end_matches('/');
         for key in ["target", "url"] {
@@ -294,6 +306,45 @@ fn arguments(step: &Step, options: &Options, recorded_base: Option<&str>) -> Res
         }
     }
     Ok(arguments)
+}
+
+/// Puts the secrets' values in place of their `{{name}}` in the string fields of `map`.
+fn fill_secrets(
+    map: &mut serde_json::Map<String, Value>,
+    secrets: &[String],
+    options: &Options,
+) -> Result<(), String> {
+    for secret in secrets {
+        let placeholder = format!("{{{{{secret}}}}}");
+        if !map
+            .values()
+            .any(|v| v.as_str().is_some_and(|t| t.contains(&placeholder)))
+        {
+            continue;
+        }
+        let variable = format!("WEBPILOT_SECRET_{}", secret.to_ascii_uppercase());
+        let value = options
+            .secrets
+            .get(secret)
+            .cloned()
+            .or_else(|| {
+                options
+                    .secrets_from_env
+                    .then(|| std::env::var(&variable).ok())
+                    .flatten()
+            })
+            .ok_or_else(|| {
+                format!(
+                    "secret {secret:?} is not given: pass --secret {secret}=… or set {variable}"
+                )
+            })?;
+        for field in map.values_mut() {
+            if let Value::String(text) = field {
+                *text = text.replace(&placeholder, &value);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn describe(step: &Step) -> String {
@@ -309,11 +360,8 @@ fn describe(step: &Step) -> String {
     }
 }
 
-fn healed(step: &Step, seen: &Value) -> String {
-    let before = step
-        .target
-        .as_ref()
-        .map_or_else(String::new, |t| format!("{} {:?}", t.label(), t.attributes));
+fn healed(target: Option<&crate::browser::ElementIdentity>, seen: &Value) -> String {
+    let before = target.map_or_else(String::new, |t| format!("{} {:?}", t.label(), t.attributes));
     let now = &seen["now"];
     format!(
         "found by {}: was {before}, now {} {:?} {}",

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{Expectations, recorded_base, replayed};
 use crate::browser::ElementIdentity;
+use crate::browser::live::PersonInput;
 use crate::trace::Step;
 
 /// ARIA roles `getByRole` takes; an element of another role is found by its attributes.
@@ -196,12 +197,10 @@ impl Spec {
                 .push_str("  // (it failed when recorded: left out)\n");
             return;
         }
-        let lines = match step.tool.as_str() {
+        let mut lines = self.person(step);
+        lines.extend(match step.tool.as_str() {
             "browser_navigate" => self.navigate(step),
-            "browser_interact" if action == "handoff" => vec![format!(
-                "// a person did this during the recording: {}",
-                comment(step.args["message"].as_str().unwrap_or("a hand-off"))
-            )],
+            "browser_interact" if action == "handoff" => Vec::new(),
             "browser_interact" => self.interact(step, action),
             "browser_tabs" => tabs(step, action),
             _ if replayed(step) => vec![format!(
@@ -209,10 +208,43 @@ impl Spec {
                 step.tool
             )],
             _ => vec!["// a read: nothing to do".to_string()],
-        };
+        });
         for line in lines {
             let _ = writeln!(self.out, "  {line}");
         }
+    }
+
+    /// What a person did through the live view before or during the step (a hand-off).
+    fn person(&self, step: &Step) -> Vec<String> {
+        if step.person.is_empty() {
+            return Vec::new();
+        }
+        let mut lines = vec!["// What a person did through the live view:".to_string()];
+        for input in &step.person {
+            lines.push(match input {
+                PersonInput::Click {
+                    target: Some(target),
+                    ..
+                } => format!("await {}.click();", self.locator(target)),
+                PersonInput::Type {
+                    target: Some(target),
+                    text,
+                    ..
+                } => format!(
+                    "await {}.fill({});",
+                    self.locator(target),
+                    self.text(text, &step.secrets)
+                ),
+                PersonInput::Key { key } => format!("await page.keyboard.press({});", js(key)),
+                PersonInput::Click { frame, .. } | PersonInput::Type { frame, .. } => format!(
+                    "// not exported: input into another site's frame {}",
+                    frame
+                        .as_ref()
+                        .map_or(String::new(), |f| format!("{}{}", f.origin, f.path))
+                ),
+            });
+        }
+        lines
     }
 
     fn navigate(&self, step: &Step) -> Vec<String> {
@@ -543,101 +575,5 @@ fn secret_env(secret: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn step(seq: u64, tool: &str, args: Value, target: Option<ElementIdentity>) -> Step {
-        Step {
-            seq,
-            at: String::new(),
-            tool: tool.into(),
-            args,
-            target,
-            tab: Some("t1".into()),
-            url: Some("http://shop.test/cart".into()),
-            ok: true,
-            summary: String::new(),
-            elapsed_ms: 1,
-            page_events: None,
-            events: None,
-            screenshot: None,
-            secrets: Vec::new(),
-        }
-    }
-
-    fn element(role: &str, name: &str, origin: &str, path: &str) -> ElementIdentity {
-        ElementIdentity {
-            role: role.into(),
-            name: name.into(),
-            nth: 0,
-            tag: "input".into(),
-            attributes: Default::default(),
-            origin: origin.into(),
-            path: path.into(),
-            in_frame: origin != "http://shop.test",
-        }
-    }
-
-    #[test]
-    fn a_checkout_becomes_role_locators_with_frames_secrets_and_expectations() {
-        let mut password = step(
-            2,
-            "browser_interact",
-            json!({ "action": "type", "text": "{{password}}", "submit": true }),
-            Some(element("textbox", "Password", "http://shop.test", "/cart")),
-        );
-        password.secrets = vec!["password".into()];
-        let steps = vec![
-            step(
-                1,
-                "browser_navigate",
-                json!({ "target": "http://shop.test/cart?x=`1`" }),
-                None,
-            ),
-            password,
-            step(3, "browser_read", json!({ "mode": "markdown" }), None),
-            step(
-                4,
-                "browser_interact",
-                json!({ "action": "click" }),
-                Some(element("button", "Pay \"now\"", "http://pay.test", "/form")),
-            ),
-        ];
-        let expect = Expectations {
-            text: vec!["Paid".into()],
-            url: Some("/done*".into()),
-            no_console_errors: true,
-            no_failed_requests: false,
-        };
-        let spec = playwright_spec(&steps, "checkout", Some("http://staging.test/"), &expect);
-        for line in [
-            "const BASE_URL = process.env.BASE_URL ?? \"http://staging.test\";",
-            "const secret_password = process.env.WEBPILOT_SECRET_PASSWORD ?? '';",
-            "await page.goto(`${BASE_URL}/cart?x=\\`1\\``);",
-            "await page.getByRole(\"textbox\", { name: \"Password\", exact: true }).fill(secret_password);",
-            "await page.getByRole(\"textbox\", { name: \"Password\", exact: true }).press('Enter');",
-            "await page.frameLocator(\"iframe[src*=\\\"/form\\\"]\").getByRole(\"button\", { name: \"Pay \\\"now\\\"\", exact: true }).click();",
-            "await expect(page.getByText(\"Paid\").first()).toBeVisible();",
-            "await expect(page).toHaveURL(new RegExp(\"\\\\/done.*\"));",
-            "expect(consoleErrors).toEqual([]);",
-        ] {
-            assert!(spec.contains(line), "{line}\n---\n{spec}");
-        }
-        assert!(!spec.contains("failedRequests"), "{spec}");
-    }
-
-    #[test]
-    fn elements_without_an_aria_role_are_found_by_their_attributes() {
-        let mut odd = element("StaticText", "", "http://shop.test", "/cart");
-        odd.attributes.insert("data-testid".into(), "total".into());
-        assert_eq!(by_role(&odd), None);
-        assert_eq!(by_attributes(&odd), "getByTestId(\"total\")");
-        odd.attributes.clear();
-        odd.attributes.insert("name".into(), "q\"x".into());
-        assert_eq!(
-            by_attributes(&odd),
-            "locator(\"[name=\\\"q\\\\\\\"x\\\"]\")"
-        );
-    }
-}
+#[path = "playwright_tests.rs"]
+mod tests;

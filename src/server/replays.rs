@@ -22,7 +22,7 @@ use super::reply::{event, event_stream, parse_body_as};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
 use crate::ids::SessionName;
-use crate::replay::{Expectations, Options, RunEvent, RunView};
+use crate::replay::{Expectations, HandoffMode, Options, RunEvent, RunView};
 use crate::tools::Caller;
 
 /// The tool whose rate the replay routes take (a replay is a run of browser calls, each of
@@ -65,6 +65,10 @@ struct NewReplay {
     /// No request of the replay answered 4xx/5xx or failed.
     #[serde(default)]
     expect_no_failed_requests: bool,
+    /// What a person did during the recording: `replay` (default) does it again, `skip` leaves
+    /// it out, `fail` fails there.
+    #[serde(default)]
+    handoff: HandoffMode,
 }
 
 /// Starts a replay; it runs in a fresh session of the caller's, closed at its end.
@@ -106,6 +110,7 @@ async fn create(
         secrets: asked.secrets,
         // The service's environment is the operator's, not a tenant's to read.
         secrets_from_env: false,
+        handoff: asked.handoff,
         expect: Expectations {
             text: asked.expect_text,
             url: asked.expect_url,

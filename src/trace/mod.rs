@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::browser::live::PersonInput;
 use crate::browser::{ActionLines, ElementIdentity};
 
 pub use store::{Picture, Traces, read_image, read_steps};
@@ -53,6 +54,10 @@ pub struct Step {
     /// the page before a step is the latest earlier step's picture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screenshot: Option<String>,
+    /// What a person did through the live view since the step before (a hand-off's inputs):
+    /// clicks by element, text per field (secrets as `{{name}}`), keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub person: Vec<PersonInput>,
     /// Names of the secrets this step's arguments hold as `{{name}}`; a replay takes each from
     /// `--secret name=…` or `WEBPILOT_SECRET_<NAME>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -126,6 +131,36 @@ pub fn mask(tool: &str, args: &mut Value, target: Option<&ElementIdentity>) -> V
         secrets.push("cookies".into());
     }
     secrets
+}
+
+/// Replaces the text a person typed into password fields (and other sites' frames) with named
+/// secrets, as `mask` does for an agent's; adds their names to `secrets`.
+pub fn mask_person(inputs: &mut [PersonInput], secrets: &mut Vec<String>) {
+    for input in inputs {
+        let PersonInput::Type {
+            target,
+            frame,
+            text,
+            secret: true,
+        } = input
+        else {
+            continue;
+        };
+        let field = match (target, frame) {
+            (Some(target), _) => target.name.clone(),
+            (None, Some(frame)) => format!("{} field", frame.path.trim_matches('/')),
+            (None, None) => String::new(),
+        };
+        let mut name = secret_name(&field);
+        let base = name.clone();
+        let mut n = 1;
+        while secrets.contains(&name) {
+            n += 1;
+            name = format!("{base}_{n}");
+        }
+        *text = format!("{{{{{name}}}}}");
+        secrets.push(name);
+    }
 }
 
 #[cfg(test)]

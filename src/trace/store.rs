@@ -420,6 +420,7 @@ mod tests {
             page_events: None,
             events: None,
             screenshot: None,
+            person: Vec::new(),
             secrets: Vec::new(),
         }
     }

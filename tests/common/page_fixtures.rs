@@ -29,6 +29,7 @@ pub fn routes() -> Router<super::Sites> {
         .route("/fields", post(fields))
         .route("/slow-post", post(slow_post))
         .route("/live-press", post(live_press))
+        .route("/verify", post(verify))
         .route("/docs/{name}", post(store_document).get(serve_document))
         .route("/bytes/{count}", get(bytes))
         .route("/whoami", get(whoami))
@@ -116,6 +117,12 @@ fn record(path: &str, body: &str) {
 /// The live-view fixture's button reports each press (and where it was clicked).
 async fn live_press(body: String) -> &'static str {
     record("/live-press", &body);
+    "ok"
+}
+
+/// The verify fixture's code and PIN, as `code:pin`.
+async fn verify(body: String) -> &'static str {
+    record("/verify", &body);
     "ok"
 }
 

@@ -279,6 +279,14 @@ impl<'a> Call<'a> {
         guard.tab(&id).ok()
     }
 
+    /// What a person did through the live view since the session's last call, taken.
+    pub(super) fn person_inputs(&self) -> Vec<crate::browser::live::PersonInput> {
+        self.guard
+            .as_ref()
+            .map(|guard| guard.live().take_person_inputs())
+            .unwrap_or_default()
+    }
+
     /// The element noted by `note_target`, taken.
     pub(super) fn take_target(&mut self) -> Option<crate::browser::ElementIdentity> {
         self.target.take()

@@ -5,9 +5,10 @@
 use serde_json::Value;
 
 use super::Call;
+use crate::browser::live::PersonInput;
 use crate::error::ToolResult;
 use crate::tools::ToolOutput;
-use crate::trace::{Picture, Step, acts_on_page, mask, shows_new_page};
+use crate::trace::{Picture, Step, acts_on_page, mask, mask_person, shows_new_page};
 
 /// Lines of requests and of console messages kept per step.
 const EVENT_LINES: usize = 50;
@@ -26,7 +27,10 @@ pub(super) async fn record(
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let target = call.take_target();
     let (events, picture) = aftermath(call, tool, &arguments).await;
-    let secrets = mask(tool, &mut arguments, target.as_ref());
+    let mut secrets = mask(tool, &mut arguments, target.as_ref());
+    let mut person = call.person_inputs();
+    remember_typed_secrets(call, &person);
+    mask_person(&mut person, &mut secrets);
     if let Value::Object(map) = &mut arguments {
         // The session is the trace's own; a replay runs in a session of its own.
         map.remove("session");
@@ -66,6 +70,7 @@ pub(super) async fn record(
         page_events,
         events,
         screenshot: None,
+        person,
         secrets,
     };
     call.ctx
@@ -93,4 +98,20 @@ async fn aftermath(
         .filter(|_| shows_new_page(tool, arguments))
         .map(|quality| -> Picture { Box::pin(tab.viewport_jpeg(quality)) });
     (events, picture)
+}
+
+/// What a person typed into password fields is hidden in the tab's reads from now on, as an
+/// agent's typed passwords are.
+fn remember_typed_secrets(call: &mut Call<'_>, person: &[PersonInput]) {
+    let Some(tab) = call.worked_tab() else {
+        return;
+    };
+    for input in person {
+        if let PersonInput::Type {
+            text, secret: true, ..
+        } = input
+        {
+            tab.log().remember_secret(text);
+        }
+    }
 }

@@ -11,7 +11,7 @@ use crate::tools::Call;
 
 /// How long an action by identity waits for its element to appear, and how often it looks.
 const RECOGNITION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-const RECOGNITION_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+const RECOGNITION_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// How a replay's target was found again.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -8,6 +8,7 @@
 //! calls wait while a person drives the page.
 
 mod handoff;
+mod person;
 mod remote_input;
 mod screencast;
 
@@ -23,6 +24,7 @@ use chromiumoxide::cdp::browser_protocol::target::{GetTargetInfoParams, TargetId
 use tokio::sync::watch;
 
 pub use handoff::{HandedBack, Handoff, HandoffState, Until};
+pub use person::{ForeignFrame, PersonInput};
 pub use remote_input::{Button, KeyKind, MouseKind, RemoteInput};
 pub use screencast::{Frame, Watching};
 
@@ -147,6 +149,8 @@ pub struct LiveHub {
     stats: Arc<LiveStats>,
     /// The frame size asked of Chromium: the configured viewport.
     frame_size: (u32, u32),
+    /// What a person did through the live view, until the trace takes it.
+    person: person::PersonLog,
 }
 
 impl LiveHub {
@@ -159,6 +163,7 @@ impl LiveHub {
             viewers: AtomicUsize::new(0),
             stats,
             frame_size,
+            person: person::PersonLog::default(),
         })
     }
 
@@ -248,7 +253,13 @@ impl LiveHub {
         tab: &LiveTab,
         input: RemoteInput,
     ) -> ToolResult<()> {
+        self.person.note(&tab.page, &input).await;
         input.dispatch(&tab.page, &tab.browser).await
+    }
+
+    /// What a person did through the live view since the last time this was asked.
+    pub fn take_person_inputs(&self) -> Vec<PersonInput> {
+        self.person.take()
     }
 
     /// The person says they are done: an open hand-off ends with `person`.

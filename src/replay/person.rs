@@ -1,0 +1,125 @@
+//! Replaying what a person did through the live view during the recording (a hand-off): each
+//! click, text and key again, by element, as `--handoff` says — or leaving it out, or failing
+//! there because the run needs a person.
+
+use serde_json::{Value, json};
+
+use super::{HandoffMode, Options, Outcome, Status, fill_secrets, healed};
+use crate::browser::live::PersonInput;
+use crate::tools::{Caller, Registry};
+use crate::trace::Step;
+
+/// Replays `step.person` into `outcome` (passed, healed, failed or skipped).
+pub(super) async fn replay(
+    registry: &Registry,
+    caller: &Caller,
+    step: &Step,
+    options: &Options,
+    outcome: &mut Outcome,
+) {
+    match options.handoff {
+        HandoffMode::Skip => {
+            outcome.detail = Some("a person's part: left out (--handoff skip)".into());
+            return;
+        }
+        HandoffMode::Fail => {
+            outcome.status = Status::Failed;
+            outcome.detail =
+                Some("a person did this part; the run needs one (--handoff fail)".into());
+            return;
+        }
+        HandoffMode::Replay => {}
+    }
+    if step.person.is_empty() {
+        outcome.detail = Some("no input of the person was recorded".into());
+        return;
+    }
+    outcome.status = Status::Passed;
+    let mut healings = Vec::new();
+    for input in &step.person {
+        let arguments = match arguments(input, step, options) {
+            Ok(arguments) => arguments,
+            Err(why) => {
+                outcome.status = Status::Failed;
+                outcome.detail = Some(why);
+                return;
+            }
+        };
+        match registry.call("browser_interact", arguments, caller).await {
+            Ok(output) => {
+                let seen = &output.json["recognized"];
+                if seen.is_object() && seen["how"] != "exact" {
+                    healings.push(healed(target_of(input), seen));
+                }
+            }
+            Err(error) => {
+                outcome.status = Status::Failed;
+                outcome.detail = Some(format!(
+                    "the person's {}: {}: {}",
+                    what(input),
+                    error.code.name(),
+                    error.message
+                ));
+                return;
+            }
+        }
+    }
+    if !healings.is_empty() {
+        outcome.status = Status::Healed;
+        outcome.detail = Some(healings.join("; "));
+    }
+}
+
+fn target_of(input: &PersonInput) -> Option<&crate::browser::ElementIdentity> {
+    match input {
+        PersonInput::Click { target, .. } | PersonInput::Type { target, .. } => target.as_ref(),
+        PersonInput::Key { .. } => None,
+    }
+}
+
+/// `click on button "Accept"`, `typing into textbox "Code"`, `key Enter`.
+fn what(input: &PersonInput) -> String {
+    let on = |target: Option<&crate::browser::ElementIdentity>| {
+        target.map_or_else(|| "an element".to_string(), |t| t.label())
+    };
+    match input {
+        PersonInput::Click { target, .. } => format!("click on {}", on(target.as_ref())),
+        PersonInput::Type { target, .. } => format!("typing into {}", on(target.as_ref())),
+        PersonInput::Key { key } => format!("key {key}"),
+    }
+}
+
+/// The `browser_interact` call doing `input` again.
+fn arguments(input: &PersonInput, step: &Step, options: &Options) -> Result<Value, String> {
+    let in_frame = |frame: &Option<crate::browser::live::ForeignFrame>| {
+        let frame = frame
+            .as_ref()
+            .map_or_else(String::new, |f| format!("{}{}", f.origin, f.path));
+        format!(
+            "the person's {} went into another site's frame ({frame}), which a replay cannot follow; use --handoff skip or a saved login",
+            what(input)
+        )
+    };
+    let mut arguments = match input {
+        PersonInput::Click {
+            target: Some(target),
+            ..
+        } => json!({ "action": "click", "target": target }),
+        PersonInput::Type {
+            target: Some(target),
+            text,
+            ..
+        } => json!({ "action": "type", "target": target, "text": text }),
+        PersonInput::Key { key } => json!({ "action": "send_keys", "keys": key }),
+        PersonInput::Click { frame, .. } | PersonInput::Type { frame, .. } => {
+            return Err(in_frame(frame));
+        }
+    };
+    if let Value::Object(map) = &mut arguments {
+        fill_secrets(map, &step.secrets, options)?;
+        if let Some(tab) = step.args.get("tab") {
+            map.insert("tab".into(), tab.clone());
+        }
+    }
+    Ok(arguments)
+}
