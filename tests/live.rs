@@ -862,4 +862,88 @@ async fn a_person_s_part_of_a_handoff_is_traced_by_element_and_replayed_without_
         last.detail.as_deref().unwrap().contains("needs one"),
         "{report:#?}"
     );
+
+    // Asked again: the replay's hand-off waits for a person, who does it with other values.
+    let (progress, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let options = webpilot::replay::Options {
+        handoff: webpilot::replay::HandoffMode::Ask,
+        handoff_progress: Some(progress),
+        origin: Some(harness().api.clone()),
+        ..Default::default()
+    };
+    let replaying = tokio::spawn({
+        let steps = steps.clone();
+        async move {
+            let app = &harness().app;
+            webpilot::replay::run(
+                &app.registry,
+                app.tenants.operator().clone(),
+                &steps,
+                &options,
+            )
+            .await
+        }
+    });
+    let link = asked
+        .recv()
+        .await
+        .expect("the replay asks a person")
+        .live_url;
+    let again = "live-traced-again";
+    take_control(again, &link).await;
+    viewer_says(again, "Please verify").await;
+    viewer_click(again, "\"Live view\"").await;
+    viewer_types(again, "1234").await;
+    viewer_keys(again, "Tab").await;
+    viewer_types(again, "0000").await;
+    viewer_keys(again, "Enter").await;
+    let report = replaying.await.unwrap();
+    assert!(report.passed, "{report:#?}");
+    assert!(common::page_fixtures::received().contains(&("/verify".into(), "1234:0000".into())));
+}
+
+/// A hand-off followed by a saved login replays by loading that login.
+#[tokio::test]
+async fn a_handoff_followed_by_a_saved_login_replays_by_loading_it() {
+    let worker = "live-saved";
+    ok(
+        "browser_navigate",
+        json!({ "session": worker, "target": harness().page("login") }),
+    )
+    .await;
+    ok(
+        "browser_cookies",
+        json!({ "session": worker, "action": "export", "name": "live-saved" }),
+    )
+    .await;
+    let page = harness().page("login");
+    let trace = [
+        json!({ "seq": 1, "at": "", "tool": "browser_navigate", "args": { "target": page },
+                "ok": true, "summary": "", "elapsed_ms": 1 }),
+        json!({ "seq": 2, "at": "", "tool": "browser_interact",
+                "args": { "action": "handoff", "message": "Please sign in" },
+                "ok": true, "summary": "", "elapsed_ms": 1 }),
+        json!({ "seq": 3, "at": "", "tool": "browser_cookies",
+                "args": { "action": "export", "name": "live-saved" },
+                "ok": true, "summary": "", "elapsed_ms": 1 }),
+    ]
+    .map(|step| step.to_string())
+    .join("\n");
+    let steps = webpilot::trace::read_steps(trace.as_bytes()).unwrap();
+    let app = &harness().app;
+    let options = webpilot::replay::Options::default();
+    let report = webpilot::replay::run(
+        &app.registry,
+        app.tenants.operator().clone(),
+        &steps,
+        &options,
+    )
+    .await;
+    assert!(report.passed, "{report:#?}");
+    let handoff = &report.steps[1];
+    assert_eq!(handoff.status, webpilot::replay::Status::Passed);
+    assert_eq!(
+        handoff.detail.as_deref(),
+        Some("loaded the login saved after it (live-saved)")
+    );
 }

@@ -212,6 +212,13 @@ async fn recorded_run(session: &str) -> Vec<u8> {
         || async { seen(1).contains(&("/api/pay".into(), "4242".into())) },
     )
     .await;
+    // The agent looks for what it expects: a replay checks it again.
+    let found = call(
+        "browser_read",
+        json!({ "session": session, "mode": "find", "query": "1 in cart" }),
+    )
+    .await;
+    assert_eq!(found["matches"], 1, "{found:#}");
     let response = common::client()
         .get(format!(
             "{}/api/sessions/{session}/trace",
@@ -322,6 +329,13 @@ async fn the_cli_replays_version_1_as_recorded_and_writes_junit() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(0), "{report:#}");
     assert_eq!(report["healed"], 0, "{report:#}");
+    let checked = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["what"] == "check text \"1 in cart\"")
+        .expect("the agent's find became a check");
+    assert_eq!(checked["status"], "passed", "{report:#}");
     let saw: Vec<(String, String)> = seen(1)[before..].to_vec();
     assert!(
         saw.contains(&("/api/login".into(), "ann:hunter2-typed".into())),

@@ -294,22 +294,7 @@ async fn call(
     let app = App::new(config).await?;
     crate::server::cancel_on_signal(app.stop.clone());
     crate::server::serve_live_view(&app).await?;
-    let (progress, mut waiting) = tokio::sync::mpsc::unbounded_channel();
-    // The person needs the link while the call waits, not in its result.
-    tokio::spawn(async move {
-        while let Some(progress) = waiting.recv().await {
-            let crate::tools::HandoffProgress {
-                message,
-                live_url,
-                waited_ms,
-                ..
-            } = progress;
-            if waited_ms == 0 {
-                eprintln!("Hand-off: {message}\nLive view: {live_url}");
-            }
-        }
-    });
-    let operator = Caller::new(app.tenants.operator()).reporting(progress);
+    let operator = Caller::new(app.tenants.operator()).reporting(print_handoffs());
     let result = tokio::select! {
         result = app.registry.call(tool, args, &operator) => Some(result),
         () = app.stop.cancelled() => None,
@@ -331,6 +316,26 @@ async fn call(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Where hand-offs are told: each one's message and live link on stderr as it starts (the
+/// person needs the link while the call waits, not in its result).
+fn print_handoffs() -> tokio::sync::mpsc::UnboundedSender<crate::tools::HandoffProgress> {
+    let (progress, mut waiting) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(progress) = waiting.recv().await {
+            let crate::tools::HandoffProgress {
+                message,
+                live_url,
+                waited_ms,
+                ..
+            } = progress;
+            if waited_ms == 0 {
+                eprintln!("Hand-off: {message}\nLive view: {live_url}");
+            }
+        }
+    });
+    progress
 }
 
 /// Runs a crawl task in-process with a progress bar, then writes its results as JSON lines.

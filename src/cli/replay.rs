@@ -139,6 +139,11 @@ pub(super) async fn replay(config: Config, args: ReplayArgs) -> anyhow::Result<E
     }
     let app = App::new(config).await?;
     crate::server::cancel_on_signal(app.stop.clone());
+    if handoff == HandoffMode::Ask {
+        // A person asked for needs a live view to reach.
+        crate::server::serve_live_view(&app).await?;
+        options.handoff_progress = Some(super::print_handoffs());
+    }
     let tenant = app.tenants.operator().clone();
     let mut report = crate::replay::run(&app.registry, tenant, &steps, &options).await;
     app.shutdown().await;

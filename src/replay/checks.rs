@@ -16,83 +16,105 @@ pub(super) async fn run(
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     for text in &expect.text {
-        let (what, started) = (format!("expect text {text:?}"), Instant::now());
-        let found = read(registry, caller, json!({ "mode": "find", "query": text })).await;
-        outcomes.push(judge(
-            what,
-            started,
-            found.map(|r| match r["matches"].as_u64() {
-                Some(n) if n > 0 => Ok(()),
-                _ => Err("the page does not show it".to_string()),
-            }),
-        ));
+        outcomes.push(shows(registry, caller, text).await);
     }
     if let Some(wanted) = &expect.url {
-        let (what, started) = (format!("expect url {wanted:?}"), Instant::now());
-        let read = read(
-            registry,
-            caller,
-            json!({ "mode": "network", "max_tokens": 1 }),
-        )
-        .await;
-        outcomes.push(judge(
-            what,
-            started,
-            read.map(|r| {
-                let url = r["url"].as_str().unwrap_or_default();
-                let holds = if wanted.contains('*') {
-                    crate::browser::glob_matches(wanted, url)
-                } else {
-                    url.contains(wanted.as_str())
-                };
-                if holds {
-                    Ok(())
-                } else {
-                    Err(format!("the URL is {url}"))
-                }
-            }),
-        ));
+        outcomes.push(url_is(registry, caller, wanted).await);
     }
     if expect.no_console_errors {
-        let started = Instant::now();
-        let read = read(
-            registry,
-            caller,
-            json!({ "mode": "console", "level": "error" }),
-        )
-        .await;
-        outcomes.push(judge(
-            "expect no console errors".into(),
-            started,
-            read.map(|r| none_in(&r)),
-        ));
+        outcomes.push(no_console_errors(registry, caller).await);
     }
     if expect.no_failed_requests {
-        let started = Instant::now();
-        let mut lines = Vec::new();
-        let mut failure = None;
-        for status in ["failed", "4xx", "5xx"] {
-            match read(
-                registry,
-                caller,
-                json!({ "mode": "network", "status": status }),
-            )
-            .await
-            {
-                Ok(r) => lines.extend(content_lines(&r)),
-                Err(error) => failure = Some(error),
-            }
-        }
-        // The browser asks for a favicon on its own; a site without one is not failing.
-        lines.retain(|line| !line.contains("/favicon.ico other"));
-        let verdict = match failure {
-            Some(error) => Err(error),
-            None if lines.is_empty() => Ok(Ok(())),
-            None => Ok(Err(lines.join("\n"))),
-        };
-        outcomes.push(judge("expect no failed requests".into(), started, verdict));
+        outcomes.push(no_failed_requests(registry, caller).await);
     }
     outcomes
+}
+
+async fn shows(registry: &Registry, caller: &Caller, text: &str) -> Outcome {
+    let started = Instant::now();
+    let found = read(registry, caller, json!({ "mode": "find", "query": text })).await;
+    judge(
+        format!("expect text {text:?}"),
+        started,
+        found.map(|r| match r["matches"].as_u64() {
+            Some(n) if n > 0 => Ok(()),
+            _ => Err("the page does not show it".to_string()),
+        }),
+    )
+}
+
+async fn url_is(registry: &Registry, caller: &Caller, wanted: &str) -> Outcome {
+    let started = Instant::now();
+    let args = json!({ "mode": "network", "max_tokens": 1 });
+    let read = read(registry, caller, args).await;
+    judge(
+        format!("expect url {wanted:?}"),
+        started,
+        read.map(|r| {
+            let url = r["url"].as_str().unwrap_or_default();
+            let holds = if wanted.contains('*') {
+                crate::browser::glob_matches(wanted, url)
+            } else {
+                url.contains(wanted)
+            };
+            if holds {
+                Ok(())
+            } else {
+                Err(format!("the URL is {url}"))
+            }
+        }),
+    )
+}
+
+async fn no_console_errors(registry: &Registry, caller: &Caller) -> Outcome {
+    let started = Instant::now();
+    let args = json!({ "mode": "console", "level": "error" });
+    let read = read(registry, caller, args).await;
+    judge(
+        "expect no console errors".into(),
+        started,
+        read.map(|r| none_in(&r)),
+    )
+}
+
+async fn no_failed_requests(registry: &Registry, caller: &Caller) -> Outcome {
+    let started = Instant::now();
+    let mut lines = Vec::new();
+    let mut failure = None;
+    for status in ["failed", "4xx", "5xx"] {
+        let args = json!({ "mode": "network", "status": status });
+        match read(registry, caller, args).await {
+            Ok(r) => lines.extend(content_lines(&r)),
+            Err(error) => failure = Some(error),
+        }
+    }
+    // The browser asks for a favicon on its own; a site without one is not failing.
+    lines.retain(|line| !line.contains("/favicon.ico other"));
+    let verdict = match failure {
+        Some(error) => Err(error),
+        None if lines.is_empty() => Ok(Ok(())),
+        None => Ok(Err(lines.join("\n"))),
+    };
+    judge("expect no failed requests".into(), started, verdict)
+}
+
+/// A recorded `find` that found `query`: the replay's page must show it too.
+pub(super) async fn found_again(
+    registry: &Registry,
+    caller: &Caller,
+    query: &str,
+    outcome: &mut Outcome,
+) {
+    outcome.what = format!("check text {query:?}");
+    let found = read(registry, caller, json!({ "mode": "find", "query": query })).await;
+    (outcome.status, outcome.detail) = match found.map(|r| r["matches"].as_u64()) {
+        Ok(Some(n)) if n > 0 => (Status::Passed, None),
+        Ok(_) => (
+            Status::Failed,
+            Some("the page showed it when recorded and does not now".into()),
+        ),
+        Err(error) => (Status::Failed, Some(error)),
+    };
 }
 
 async fn read(registry: &Registry, caller: &Caller, mut args: Value) -> Result<Value, String> {

@@ -41,6 +41,10 @@ pub struct Options {
     pub expect: Expectations,
     /// What becomes of the steps a person did through the live view.
     pub handoff: HandoffMode,
+    /// Where the caller reached the service (`http://host:port`): a live view's links start there.
+    pub origin: Option<String>,
+    /// Told when a step waits for a person (`--handoff ask`): the live view's link.
+    pub handoff_progress: Option<tokio::sync::mpsc::UnboundedSender<crate::tools::HandoffProgress>>,
 }
 
 /// What a replay does with what a person did during the recording (a hand-off).
@@ -49,9 +53,12 @@ pub struct Options {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffMode {
-    /// Do what the person did: their clicks, typing and keys, by element.
+    /// Load the login saved after it (a `browser_cookies export` later in the trace), else do
+    /// what the person did: their clicks, typing and keys, by element.
     #[default]
     Replay,
+    /// Ask a person again: the step waits for one through the replay's live view.
+    Ask,
     /// Leave it out.
     Skip,
     /// Fail there: the run needs a person.
@@ -141,15 +148,27 @@ async fn run_watched(
     };
     let started = Instant::now();
     let session = SessionName::parse(&unguessable("replay-")).ok();
-    let caller = Caller {
+    let mut caller = Caller {
         session,
+        origin: options.origin.clone(),
         ..Caller::new(tenant)
     };
+    if let Some(progress) = &options.handoff_progress {
+        caller = caller.reporting(progress.clone());
+    }
     let recorded_base = recorded_base(steps);
     let mut outcomes = Vec::new();
     for (index, step) in steps.iter().enumerate() {
-        let mut outcome =
-            replay_step(registry, &caller, step, options, recorded_base.as_deref()).await;
+        let later = &steps[index + 1..];
+        let mut outcome = replay_step(
+            registry,
+            &caller,
+            step,
+            later,
+            options,
+            recorded_base.as_deref(),
+        )
+        .await;
         let failed = outcome.status == Status::Failed;
         if failed {
             outcome.then = steps[..index]
@@ -206,6 +225,15 @@ async fn page_now(registry: &Registry, caller: &Caller) -> Option<Vec<u8>> {
     output.images.into_iter().next().map(|image| image.data)
 }
 
+/// The text a recorded `find` read found on the page: a replay checks it is found again.
+fn found_then(step: &Step) -> Option<&str> {
+    let found = step.tool == "browser_read"
+        && step.args["mode"] == "find"
+        && step.summary.split(' ').next().is_some_and(|n| n != "0")
+        && step.summary.ends_with(" matches");
+    found.then(|| step.args["query"].as_str()).flatten()
+}
+
 /// Whether a step changes what the page is (and so is replayed).
 fn replayed(step: &Step) -> bool {
     let action = step.args["action"].as_str().unwrap_or_default();
@@ -222,6 +250,7 @@ async fn replay_step(
     registry: &Registry,
     caller: &Caller,
     step: &Step,
+    later: &[Step],
     options: &Options,
     recorded_base: Option<&str>,
 ) -> Outcome {
@@ -243,11 +272,17 @@ async fn replay_step(
     }
     let handoff = step.tool == "browser_interact" && step.args["action"] == "handoff";
     if handoff || !step.person.is_empty() {
-        person::replay(registry, caller, step, options, &mut outcome).await;
+        let saved = handoff.then(|| person::saved_after(later)).flatten();
+        person::replay(registry, caller, (step, saved), options, &mut outcome).await;
         if handoff || outcome.status == Status::Failed {
             outcome.elapsed_ms = started.elapsed().as_millis() as u64;
             return outcome;
         }
+    }
+    if let Some(query) = found_then(step) {
+        checks::found_again(registry, caller, query, &mut outcome).await;
+        outcome.elapsed_ms = started.elapsed().as_millis() as u64;
+        return outcome;
     }
     if !replayed(step) {
         return outcome;

@@ -9,15 +9,45 @@ use crate::browser::live::PersonInput;
 use crate::tools::{Caller, Registry};
 use crate::trace::Step;
 
-/// Replays `step.person` into `outcome` (passed, healed, failed or skipped).
+/// The login saved after a hand-off: the name of the first profile the trace exported later.
+pub(super) fn saved_after(later: &[Step]) -> Option<&str> {
+    later
+        .iter()
+        .find(|s| s.ok && s.tool == "browser_cookies" && s.args["action"] == "export")
+        .and_then(|s| s.args["name"].as_str())
+}
+
+/// Replays what a person did in `step` into `outcome` (passed, healed, failed or skipped):
+/// loading `saved`, the login exported after it, when there is one.
 pub(super) async fn replay(
     registry: &Registry,
     caller: &Caller,
-    step: &Step,
+    (step, saved): (&Step, Option<&str>),
     options: &Options,
     outcome: &mut Outcome,
 ) {
     match options.handoff {
+        HandoffMode::Ask => return ask(registry, caller, step, outcome).await,
+        HandoffMode::Replay if saved.is_some() => {
+            let name = saved.unwrap_or_default();
+            let load = json!({ "action": "load", "name": name });
+            (outcome.status, outcome.detail) =
+                match registry.call("browser_cookies", load, caller).await {
+                    Ok(_) => (
+                        Status::Passed,
+                        Some(format!("loaded the login saved after it ({name})")),
+                    ),
+                    Err(error) => (
+                        Status::Failed,
+                        Some(format!(
+                            "loading the login saved after it ({name}): {}: {}",
+                            error.code.name(),
+                            error.message
+                        )),
+                    ),
+                };
+            return;
+        }
         HandoffMode::Skip => {
             outcome.detail = Some("a person's part: left out (--handoff skip)".into());
             return;
@@ -68,6 +98,33 @@ pub(super) async fn replay(
         outcome.status = Status::Healed;
         outcome.detail = Some(healings.join("; "));
     }
+}
+
+/// Asks a person to do the step again through the replay's live view, as it was asked then.
+async fn ask(registry: &Registry, caller: &Caller, step: &Step, outcome: &mut Outcome) {
+    let mut arguments = json!({ "action": "handoff" });
+    for key in ["message", "until", "timeout_ms"] {
+        if let Some(value) = step.args.get(key) {
+            arguments[key] = value.clone();
+        }
+    }
+    (outcome.status, outcome.detail) =
+        match registry.call("browser_interact", arguments, caller).await {
+            Ok(output) if output.json["handed_back"] == "timeout" => {
+                (Status::Failed, Some("nobody did it in time".to_string()))
+            }
+            Ok(output) => (
+                Status::Passed,
+                Some(format!(
+                    "a person did it (handed back: {})",
+                    output.json["handed_back"].as_str().unwrap_or("done")
+                )),
+            ),
+            Err(error) => (
+                Status::Failed,
+                Some(format!("{}: {}", error.code.name(), error.message)),
+            ),
+        };
 }
 
 fn target_of(input: &PersonInput) -> Option<&crate::browser::ElementIdentity> {

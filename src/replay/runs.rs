@@ -48,6 +48,8 @@ struct RunState {
 pub enum RunEvent {
     /// A step (or an end check) finished.
     Step(Outcome),
+    /// A step waits for a person (`handoff: ask`): the live view's link, then how long so far.
+    Handoff(crate::tools::HandoffProgress),
     /// The run ended.
     Done(Report),
 }
@@ -76,7 +78,7 @@ impl Replays {
         registry: Arc<Registry>,
         tenant: Arc<Tenant>,
         steps: Vec<Step>,
-        options: Options,
+        mut options: Options,
     ) -> ToolResult<RunView> {
         let id = unguessable("rp-");
         let (events, _) = broadcast::channel(256);
@@ -109,15 +111,28 @@ impl Replays {
         }
         let view = run.view(&id);
         let (progress, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        let (handoffs, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        options.handoff_progress = Some(handoffs);
         let relay = run.clone();
         tokio::spawn(async move {
-            let replay = super::run_watched(&registry, tenant, &steps, &options, Some(progress));
+            let replay = async {
+                let report =
+                    super::run_watched(&registry, tenant, &steps, &options, Some(progress)).await;
+                // The last sender of hand-off news goes with the options.
+                drop(options);
+                report
+            };
             let relayed = async {
                 while let Some(outcome) = heard.recv().await {
                     relay.step(outcome);
                 }
             };
-            let (report, ()) = tokio::join!(replay, relayed);
+            let handed = async {
+                while let Some(handoff) = asked.recv().await {
+                    let _ = relay.events.send(RunEvent::Handoff(handoff));
+                }
+            };
+            let (report, (), ()) = tokio::join!(replay, relayed, handed);
             relay.finish(report);
         });
         Ok(view)

@@ -83,6 +83,7 @@ struct NewReplay {
 async fn create(
     State(app): State<App>,
     CallerTenant(tenant): CallerTenant,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(axum::http::StatusCode, Json<RunView>), ToolError> {
     app.registry
@@ -111,6 +112,9 @@ async fn create(
         // The service's environment is the operator's, not a tenant's to read.
         secrets_from_env: false,
         handoff: asked.handoff,
+        // The run tells its watchers (`handoff` events).
+        handoff_progress: None,
+        origin: super::origin_of(&headers),
         expect: Expectations {
             text: asked.expect_text,
             url: asked.expect_url,
@@ -140,7 +144,8 @@ async fn status(
 }
 
 /// A replay as server-sent events: `status` (or `done` at once for a finished run), a `step`
-/// per finished step or end check, then `done` with the report.
+/// per finished step or end check, `handoff` while a step waits for a person (its live link),
+/// then `done` with the report.
 #[utoipa::path(get, path = "/api/replays/{id}/events", tag = "replays",
     params(("id" = String, Path, description = "The id POST /api/replays returned.")),
     responses(
@@ -171,6 +176,9 @@ async fn events(
                 }
                 Ok(RunEvent::Done(report)) => {
                     Some((event("done", &report), (None, receiver, true)))
+                }
+                Ok(RunEvent::Handoff(progress)) => {
+                    Some((event("handoff", &progress), (None, receiver, false)))
                 }
                 Err(RecvError::Lagged(missed)) => {
                     let sse = event("lagged", &json!({ "missed": missed }));

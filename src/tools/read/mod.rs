@@ -253,7 +253,11 @@ impl Tool for Read {
     }
 
     fn summary(output: &ReadOutput) -> String {
-        format!("{} chars", output.slice.content.chars().count())
+        match output.matches {
+            // A trace's replay checks that a text found then is found again.
+            Some(found) => format!("{found} matches"),
+            None => format!("{} chars", output.slice.content.chars().count()),
+        }
     }
 }
 
