@@ -47,6 +47,28 @@ async fn check(report: &Value) {
             tools[name]["description"], function["description"],
             "{name}"
         );
+        // A title, and what the tool does to the world, for clients that confirm risky calls.
+        let hints = &tools[name]["annotations"];
+        assert!(
+            tools[name]["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{name}"
+        );
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert!(hints[hint].is_boolean(), "{name}: {hint} in {hints}");
+        }
+        let reads = matches!(
+            name,
+            "browser_read" | "browser_screenshot" | "web_search" | "open_web_page" | "crawl_status"
+        );
+        assert_eq!(hints["readOnlyHint"], reads, "{name}");
+        if name == "browser_interact" {
+            assert_eq!(hints["destructiveHint"], true);
+        }
         let output = &tools[name]["output_schema"];
         assert_eq!(output["type"], "object", "{name}: {output:#}");
         assert!(

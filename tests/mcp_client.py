@@ -68,7 +68,9 @@ async def scenario(session, spa_url):
     report["server"] = init.serverInfo.name
     tools = await session.list_tools()
     report["tools"] = {t.name: {"description": t.description, "parameters": t.inputSchema,
-                                "output_schema": t.outputSchema} for t in tools.tools}
+                                "output_schema": t.outputSchema, "title": t.title,
+                                "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
+                                if t.annotations else None} for t in tools.tools}
     session = Checked(session, {t.name: t.outputSchema for t in tools.tools})
     nav = await session.call_tool("browser_navigate", {"target": spa_url})
     report["navigate_error"] = nav.isError

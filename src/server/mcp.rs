@@ -13,7 +13,7 @@ use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
-    Tool,
+    Tool, ToolAnnotations,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
@@ -49,7 +49,15 @@ impl McpFront {
             .specs()
             .iter()
             .map(|spec| {
+                let effects = spec.effects;
+                let hints = ToolAnnotations::with_title(spec.title)
+                    .read_only(effects.read_only)
+                    .destructive(effects.destructive)
+                    .idempotent(effects.idempotent)
+                    .open_world(effects.open_world);
                 Tool::new(spec.name, spec.description, object(&spec.parameters))
+                    .with_title(spec.title)
+                    .with_annotations(hints)
                     .with_raw_output_schema(object(&spec.output_schema))
             })
             .collect()

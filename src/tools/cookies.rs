@@ -170,6 +170,13 @@ impl Tool for Cookies {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"action": "ensure_login", "name": "work", "check": {"url": "https://example.com/account", "not_text": "Sign in"}}"#;
     const SCOPE: Scope = Scope::Browser;
+    const TITLE: &'static str = "Logins and cookies";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
     const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login (check, load, recheck), list/clear cookies, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {

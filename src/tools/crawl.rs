@@ -87,6 +87,13 @@ impl Tool for CrawlBatch {
     const EXAMPLE: &'static str =
         r#"{"urls": ["https://example.com/a", "https://example.com/b"], "parallel": 4}"#;
     const SCOPE: Scope = Scope::Task;
+    const TITLE: &'static str = "Crawl pages";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
     const DESCRIPTION: &'static str =
         "Read many URLs in the background, as open_web_page; returns a task_id for crawl_status.";
 
@@ -123,6 +130,8 @@ impl Tool for CrawlStatus {
     const GUIDE: &'static str = STATUS_GUIDE;
     const EXAMPLE: &'static str = r#"{"task_id": "crawl-18c2f0a1b2c-0"}"#;
     const SCOPE: Scope = Scope::Task;
+    const TITLE: &'static str = "Crawl progress";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
     const DESCRIPTION: &'static str = "A crawl task's status, progress, results and errors.";
 
     async fn run(

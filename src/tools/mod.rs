@@ -160,6 +160,35 @@ pub enum Scope {
 ///
 /// The fields `session`, `tab` and `timeout_ms` a browser tool's args struct declares are
 /// resolved by `Call` (see `shared_fields!`), with one rule for every tool.
+/// What a tool's calls may do, over all its actions and modes, as MCP's tool annotations say
+/// it: clients decide from these which calls to confirm with a person.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Effects {
+    /// Nothing outside the call changes (pages are only read).
+    pub read_only: bool,
+    /// Something may be changed or removed for good (a form sent, a login cleared).
+    pub destructive: bool,
+    /// The same call again changes nothing more.
+    pub idempotent: bool,
+    /// It reaches sites on the web.
+    pub open_world: bool,
+}
+
+impl Effects {
+    /// Reads what is already there (a page, a task), reaching nothing new.
+    pub const READS: Self = Self {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    /// Reads the web.
+    pub const READS_WEB: Self = Self {
+        open_world: true,
+        ..Self::READS
+    };
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     type Args: DeserializeOwned + JsonSchema + call::Shared + Send;
@@ -171,6 +200,10 @@ pub trait Tool: Send + Sync + 'static {
     /// One example call for the skill file, as JSON arguments.
     const EXAMPLE: &'static str;
     const SCOPE: Scope;
+    /// A short human title (MCP clients show it).
+    const TITLE: &'static str;
+    /// What its calls do to the world, over all its actions (MCP's tool annotations).
+    const EFFECTS: Effects;
     /// Whether a REST client may ask for the result as a file (`Accept: image/…`, `application/pdf`).
     const RETURNS_IMAGE: bool = false;
     /// The time limit when the call names none; `None` is the configured navigation timeout.
@@ -197,6 +230,8 @@ pub struct ToolSpec {
     pub guide: &'static str,
     pub example: &'static str,
     pub scope: Scope,
+    pub title: &'static str,
+    pub effects: Effects,
     pub returns_image: bool,
     /// The complete JSON Schema (2020-12) of the arguments, bounds and formats included.
     pub input_schema: Value,
@@ -214,6 +249,8 @@ impl ToolSpec {
             guide: T::GUIDE,
             example: T::EXAMPLE,
             scope: T::SCOPE,
+            title: T::TITLE,
+            effects: T::EFFECTS,
             returns_image: T::RETURNS_IMAGE,
             input_schema: schema::full::<T::Args>(),
             parameters: schema::parameters::<T::Args>(),

@@ -107,6 +107,13 @@ impl Tool for Navigate {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"target": "https://example.com"}"#;
     const SCOPE: Scope = Scope::Browser;
+    const TITLE: &'static str = "Open a page";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
     const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status and the first interactive elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {

@@ -44,6 +44,8 @@ impl Tool for OpenWebPage {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"url": "https://example.com/article"}"#;
     const SCOPE: Scope = Scope::Web;
+    const TITLE: &'static str = "Read a web page";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS_WEB;
     const DESCRIPTION: &'static str = "Read a web page or PDF without a browser: main content, whole page, links, images or outline, as Markdown or text. Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: OpenWebPageArgs) -> ToolResult<Page> {

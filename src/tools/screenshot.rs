@@ -93,6 +93,8 @@ impl Tool for Screenshot {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"annotate": true}"#;
     const SCOPE: Scope = Scope::Browser;
+    const TITLE: &'static str = "Screenshot";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
     const DESCRIPTION: &'static str = "Screenshot the viewport, full page or an element (annotate=true numbers elements by ref), or the page as PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {

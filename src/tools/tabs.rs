@@ -78,6 +78,13 @@ impl Tool for Tabs {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"action": "list"}"#;
     const SCOPE: Scope = Scope::Browser;
+    const TITLE: &'static str = "Tabs and live view";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
     const DESCRIPTION: &'static str = "List, open, switch or close tabs by id; live: a link for a person to watch and take over; har: save requests as HAR.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {

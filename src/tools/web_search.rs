@@ -59,6 +59,8 @@ impl Tool for WebSearch {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"query": "rust async runtime comparison", "max_results": 5}"#;
     const SCOPE: Scope = Scope::Web;
+    const TITLE: &'static str = "Search the web";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS_WEB;
     const DESCRIPTION: &'static str =
         "Search the web without a browser: title, url, snippet per result.";
 

@@ -272,6 +272,13 @@ impl Tool for Interact {
     const GUIDE: &'static str = GUIDE;
     const EXAMPLE: &'static str = r#"{"action": "click", "ref": 3}"#;
     const SCOPE: Scope = Scope::Browser;
+    const TITLE: &'static str = "Act on the page";
+    const EFFECTS: crate::tools::Effects = crate::tools::Effects {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
     const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
     const DESCRIPTION: &'static str =
         "Act on elements by ref (browser_read), or hand off to a person; reports what changed.";
