@@ -521,3 +521,70 @@ async fn typing_over_a_value_replaces_it_in_one_input_event() {
         "the first field saw one input event with the new text: {seen:?}"
     );
 }
+
+/// After an action only what changed is listed: the 20 items a click loaded (and no others),
+/// a checkbox's new state, removed refs; the refs of everything else stay as they were.
+#[tokio::test]
+async fn an_action_lists_only_what_changed_and_refs_stay() {
+    let s = "act-diff";
+    open(s, "grow.html").await;
+    let before = element_lines(s).await;
+    let item = |lines: &[String], n: u32| ref_of(lines, &format!("link \"Item {n}\""));
+    let first_items: Vec<u32> = (1..=10).map(|n| item(&before, n)).collect();
+
+    let more = ref_of(&before, "button \"Load 20 more\"");
+    let loaded = act(s, json!({ "action": "click", "ref": more })).await;
+    assert_eq!(loaded["elements_added"], 20, "{loaded:#}");
+    assert_eq!(loaded["elements_removed"], 0, "{loaded:#}");
+    let added = loaded["added"].as_str().unwrap();
+    assert_eq!(added.lines().count(), 20, "{added}");
+    assert!(added.contains("link \"Item 11\"") && added.contains("link \"Item 30\""));
+    assert!(!added.contains("link \"Item 10\""), "{added}");
+    assert_eq!(
+        loaded["elements_unchanged"].as_u64(),
+        Some(before.len() as u64),
+        "{loaded:#}"
+    );
+    let after = element_lines(s).await;
+    let same: Vec<u32> = (1..=10).map(|n| item(&after, n)).collect();
+    assert_eq!(same, first_items, "the refs of what was there stay");
+
+    let subscribe = ref_of(&after, "checkbox \"Subscribe\"");
+    let ticked = act(s, json!({ "action": "click", "ref": subscribe })).await;
+    let changed = ticked["changed"].as_str().unwrap_or_default();
+    assert!(
+        changed.starts_with(&format!("[{subscribe}] checkbox \"Subscribe\""))
+            && changed.contains("checked"),
+        "{ticked:#}"
+    );
+    assert_eq!(ticked["elements_added"], 0, "{ticked:#}");
+
+    // A change the page makes on its own after an action returned, read as a diff of the last
+    // list.
+    let drop = ref_of(&after, "button \"Remove first 3\"");
+    let dropped = act(s, json!({ "action": "click", "ref": drop })).await;
+    assert_eq!(dropped["elements_removed"], 0, "{dropped:#}");
+    common::eventually("the page removed 3", Duration::from_secs(5), || async {
+        common::page_text(s).await.contains("Removed 3")
+    })
+    .await;
+    let diff = ok(
+        "browser_read",
+        json!({ "session": s, "mode": "elements", "since": "last" }),
+    )
+    .await;
+    let content = diff["content"].as_str().unwrap();
+    let gone = format!(
+        "- [{}] [{}] [{}]",
+        first_items[0], first_items[1], first_items[2]
+    );
+    assert!(content.contains(&gone), "{content}");
+    assert!(content.trim_end().ends_with("unchanged"), "{content}");
+    assert!(!content.contains("+ "), "{content}");
+    fails(
+        "browser_read",
+        json!({ "session": s, "mode": "elements", "since": "yesterday" }),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}

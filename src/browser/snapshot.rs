@@ -22,8 +22,9 @@ pub(crate) struct RefBook {
     next: u32,
     /// Refs issued inside foreign frames, and the frame (its key) that owns each.
     frame_refs: HashMap<u32, String>,
-    /// Refs of the latest full element list, to tell what an action added or removed.
-    last_listed: HashSet<u32>,
+    /// The lines of the latest full element list by ref, to tell what an action added, changed
+    /// or removed.
+    last_listed: HashMap<u32, String>,
 }
 
 impl Default for RefBook {
@@ -31,7 +32,7 @@ impl Default for RefBook {
         Self {
             next: 1,
             frame_refs: HashMap::new(),
-            last_listed: HashSet::new(),
+            last_listed: HashMap::new(),
         }
     }
 }
@@ -173,29 +174,63 @@ impl ElementList {
     }
 }
 
-/// How the element list changed since the previous full listing.
-#[derive(Debug, Clone, Serialize)]
+/// How the element list changed since the previous full listing. Refs are the same for the
+/// same element, so an element whose line differs changed (its state, value or name).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ElementChanges {
     /// Lines of elements that were not in the previous list.
     pub added: Vec<String>,
-    pub removed: usize,
+    /// Lines of elements whose line is not what it was.
+    pub changed: Vec<String>,
+    /// Refs of elements gone since, in order.
+    pub removed: Vec<u32>,
+    /// Elements listed the same as before.
+    pub unchanged: usize,
+}
+
+impl ElementChanges {
+    /// One line per change, marked: `+ [ref] …` added, `~ [ref] …` changed, then `- [3] [4]`
+    /// removed and `= 180 unchanged`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.added.iter().map(|l| format!("+ {l}")).collect();
+        lines.extend(self.changed.iter().map(|l| format!("~ {l}")));
+        if !self.removed.is_empty() {
+            let refs: Vec<String> = self.removed.iter().map(|r| format!("[{r}]")).collect();
+            lines.push(format!("- {}", refs.join(" ")));
+        }
+        lines.push(format!("= {} unchanged", self.unchanged));
+        lines
+    }
 }
 
 impl Tab {
     /// Lists the elements again and compares with the previous full list.
     pub async fn element_changes(&mut self) -> ToolResult<ElementChanges> {
-        let before = self.refs.last_listed.clone();
-        let list = self.elements(None).await?;
+        let before = std::mem::take(&mut self.refs.last_listed);
+        let list = match self.elements(None).await {
+            Ok(list) => list,
+            Err(error) => {
+                self.refs.last_listed = before;
+                return Err(error);
+            }
+        };
+        let mut changes = ElementChanges::default();
         let now: HashSet<u32> = list.elements.iter().map(|e| e.ref_id).collect();
-        Ok(ElementChanges {
-            added: list
-                .elements
-                .iter()
-                .filter(|e| !before.contains(&e.ref_id))
-                .map(Element::line)
-                .collect(),
-            removed: before.difference(&now).count(),
-        })
+        for element in &list.elements {
+            let line = element.line();
+            match before.get(&element.ref_id) {
+                None => changes.added.push(line),
+                Some(was) if *was != line => changes.changed.push(line),
+                Some(_) => changes.unchanged += 1,
+            }
+        }
+        changes.removed = before
+            .keys()
+            .filter(|r| !now.contains(r))
+            .copied()
+            .collect();
+        changes.removed.sort_unstable();
+        Ok(changes)
     }
 }
 
@@ -264,7 +299,7 @@ impl Tab {
         // Visible first; the sort is stable, so document order holds within each group.
         elements.sort_by_key(|e| e.offscreen);
         if selector.is_none() {
-            self.refs.last_listed = elements.iter().map(|e| e.ref_id).collect();
+            self.refs.last_listed = elements.iter().map(|e| (e.ref_id, e.line())).collect();
         }
         Ok(ElementList { elements, scroll })
     }

@@ -14,8 +14,8 @@ mod replayed;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, DialogAnswer, DialogRecord, Downloaded, ElementIdentity, FieldCheck, PageEvents,
-    Tab, ValueMismatch,
+    Aftermath, DialogAnswer, DialogRecord, Downloaded, ElementChanges, ElementIdentity, FieldCheck,
+    PageEvents, Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -158,6 +158,12 @@ pub struct InteractOutput {
     /// The new elements, `[ref] role "name"` per line.
     #[serde(skip_serializing_if = "Option::is_none")]
     added: Option<String>,
+    /// Elements whose state, value or name changed (refs unchanged), a line each as now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<String>,
+    /// Elements listed as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_unchanged: Option<usize>,
     /// Tabs the action opened (popups, target=_blank).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     new_tabs: Vec<String>,
@@ -254,6 +260,8 @@ impl InteractOutput {
             aftermath: None,
             elements_added: None,
             elements_removed: None,
+            changed: None,
+            elements_unchanged: None,
             added: None,
             new_tabs: Vec::new(),
             page_events: None,
@@ -347,18 +355,31 @@ impl Tool for Interact {
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
             if let Ok(changes) = tab.element_changes().await {
-                output.elements_added = Some(changes.added.len());
-                output.elements_removed = Some(changes.removed);
-                if !changes.added.is_empty() {
-                    let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
-                    output.added = Some(slice.content);
-                }
+                output.report_changes(&changes)?;
             }
             output.page_events = tab.page_events().await;
         }
         output.new_tabs = call.session().await?.sync_tabs().await?;
         output.recognized = recognized;
         Ok(output)
+    }
+}
+
+impl InteractOutput {
+    /// Only what changed in the element list: added and changed lines, counts of the rest.
+    fn report_changes(&mut self, changes: &ElementChanges) -> ToolResult<()> {
+        self.elements_added = Some(changes.added.len());
+        self.elements_removed = Some(changes.removed.len());
+        self.elements_unchanged = Some(changes.unchanged);
+        if !changes.added.is_empty() {
+            let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
+            self.added = Some(slice.content);
+        }
+        if !changes.changed.is_empty() {
+            let slice = slice_lines(&changes.changed, ADDED_ELEMENTS_TOKENS, None)?;
+            self.changed = Some(slice.content);
+        }
+        Ok(())
     }
 }
 

@@ -54,7 +54,7 @@ pub struct ReadArgs {
     pub kind: Option<String>,
     /// console: this level and up.
     pub level: Option<Level>,
-    /// network/console: last_action, or after an id (r12, c4).
+    /// elements: last (changes only); network/console: last_action or after r12/c4.
     pub since: Option<String>,
     /// network: one request whole (r12).
     pub request: Option<String>,
@@ -263,6 +263,31 @@ impl Tool for Read {
     }
 }
 
+/// `since: "last"`: only what changed since the tab's last full element list (marked `+` added,
+/// `~` changed, `-` removed refs, `=` how many are the same).
+async fn read_changes(
+    tab: &mut Tab,
+    args: &ReadArgs,
+    since: &str,
+    budget: usize,
+    cursor: Option<&str>,
+) -> ToolResult<ReadOutput> {
+    if since != "last" {
+        return Err(ToolError::invalid(format!(
+            "field `since`: mode=elements takes \"last\", not {since:?}"
+        ))
+        .with_hint("since=\"last\" lists what changed since the last element list"));
+    }
+    if args.selector.is_some() {
+        return Err(ToolError::invalid(
+            "field `since` compares whole lists; leave `selector` out",
+        ));
+    }
+    let changes = tab.element_changes().await?;
+    let slice = slice_lines(&changes.lines(), budget, cursor)?;
+    Ok(ReadOutput::new(slice, ReadMode::Elements))
+}
+
 async fn read_elements(
     tab: &mut Tab,
     args: &ReadArgs,
@@ -274,6 +299,9 @@ async fn read_elements(
         return Err(ToolError::invalid(
             "field `ref` applies to markdown, text and html; use selector to list elements of a subtree",
         ));
+    }
+    if let Some(since) = &args.since {
+        return read_changes(tab, args, since, budget, cursor).await;
     }
     let list = tab.elements(args.selector.as_deref()).await?;
     let slice = slice_lines(&list.lines(), budget, cursor)?;

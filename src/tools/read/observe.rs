@@ -21,6 +21,8 @@ fn misplaced(args: &ReadArgs, mode: ReadMode) -> Option<&'static str> {
     let wrong: Vec<(&str, bool)> = match mode {
         ReadMode::Network => console.to_vec(),
         ReadMode::Console => network.to_vec(),
+        // since=last: what changed since the last list.
+        ReadMode::Elements => [&network[..], &console[..]].concat(),
         _ => [&network[..], &console[..], &since[..]].concat(),
     };
     wrong
@@ -36,7 +38,7 @@ pub(super) fn check_fields(args: &ReadArgs, mode: ReadMode) -> ToolResult<()> {
             let home = if field == "level" {
                 "mode=console"
             } else if field == "since" {
-                "mode=network and mode=console"
+                "mode=elements (last), mode=network and mode=console"
             } else {
                 "mode=network"
             };
