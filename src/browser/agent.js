@@ -563,15 +563,89 @@
 
   // What a reader sees of `root`, like innerText, with shadow roots and same-origin frames in
   // place and foreign frames as marks.
+  // ---- concealed text ------------------------------------------------------------------------
+  // Text a person cannot see is not page content: pages hide instructions to a model in it. An
+  // element's own text is concealed when the element is hidden with its ancestors (display,
+  // visibility, opacity), its font is under 2 px, its colour is its background's, it is clipped
+  // away or shrunk to nothing inside a box that hides overflow, or it sits off the page.
+  const INSTRUCTIONS = /ignore (all |any )?(the )?(previous|prior|above|earlier) (instructions|prompts?|messages)|disregard (all |the )?(previous|prior|above)|you are now\b|(^|\n)\s*(system|assistant)\s*:|new instructions|do not tell the user|(browser_\w+|open_web_page|web_search|crawl_batch)\b|send (it|this|them|the \w+) to https?:/i;
+  const rgb = (colour) => {
+    const m = /rgba?\(([\d.]+),?\s*([\d.]+),?\s*([\d.]+)(?:[,/]\s*([\d.]+))?/.exec(colour || '');
+    return m ? { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] } : null;
+  };
+  function backgroundOf(el) {
+    for (let n = el; n; n = renderedParent(n)) {
+      if (n.nodeType !== 1) continue;
+      const s = n.ownerDocument.defaultView.getComputedStyle(n);
+      if (s.backgroundImage && s.backgroundImage !== 'none') return null; // a picture: unknown
+      const c = rgb(s.backgroundColor);
+      if (c && c.a > 0.5) return c;
+    }
+    return { r: 255, g: 255, b: 255, a: 1 };
+  }
+  function concealment(el) {
+    const view = el.ownerDocument.defaultView;
+    if (el.checkVisibility && !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return 'hidden';
+    const s = view.getComputedStyle(el);
+    if (parseFloat(s.fontSize) < 2) return 'tiny font';
+    const ink = rgb(s.color);
+    if (ink && ink.a < 0.1) return 'transparent text';
+    const ground = ink && backgroundOf(el);
+    if (ground && Math.abs(ink.r - ground.r) + Math.abs(ink.g - ground.g) + Math.abs(ink.b - ground.b) < 12) return 'text the colour of its background';
+    const r = el.getBoundingClientRect();
+    const page = el.ownerDocument.documentElement;
+    if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0
+      || r.left + view.scrollX >= Math.max(page.scrollWidth, view.innerWidth)
+      || parseFloat(s.textIndent) < -500) return 'off the page';
+    for (let n = el, depth = 0; n && n.nodeType === 1 && depth < 6; n = n.parentElement, depth++) {
+      const ns = n === el ? s : view.getComputedStyle(n);
+      if (/rect\(0(px)?,? ?0(px)?,? ?0(px)?,? ?0(px)?\)/.test(ns.clip) || /inset\((50|100)%/.test(ns.clipPath)) return 'clipped';
+      const nr = n === el ? r : n.getBoundingClientRect();
+      if ((nr.width <= 1 || nr.height <= 1) && ns.overflow !== 'visible') return 'no size';
+    }
+    return '';
+  }
+  // The elements under `root` (shadow roots and same-origin frames included) whose own text is
+  // concealed, with what that text held; kept for `concealedReport`.
+  let lastConcealed = { dropped: 0, warnings: [] };
+  function concealedIn(root) {
+    const hosts = new Map();
+    const report = { dropped: 0, warnings: [] };
+    const visit = (node) => {
+      if (node.nodeType === 3) {
+        const text = node.data.trim();
+        const host = node.parentNode;
+        if (!text || !host || host.nodeType !== 1) return;
+        if (!hosts.has(host)) hosts.set(host, concealment(host));
+        const why = hosts.get(host);
+        if (!why) return;
+        report.dropped += text.length;
+        if (INSTRUCTIONS.test(text) && report.warnings.length < 5) {
+          report.warnings.push({ kind: 'instructions_in_page', excerpt: squash(text, 160), where: `hidden: ${why}` });
+        }
+        return;
+      }
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || foreignKey(node)) return;
+      renderedChildren(node).forEach(visit);
+    };
+    if (root) visit(root);
+    lastConcealed = report;
+    return new Set([...hosts].filter(([, why]) => why).map(([host]) => host));
+  }
+  const concealedReport = () => lastConcealed;
+
   function readText(root) {
     // A document without a body (an error page while it loads, one a script emptied) or even
     // a root element shows nothing.
     if (!root) return '';
+    const concealed = concealedIn(root);
     const unusual = unusualPaths();
+    // Concealed text is left out by walking down to it.
+    for (const host of concealed) for (let n = host; n && !unusual.has(n); n = renderedParent(n)) unusual.add(n);
     if (!unusual.has(root)) return root.innerText ?? root.textContent;
     const out = [];
     const visit = (node) => {
-      if (node.nodeType === 3) { out.push(node.data.replace(/\s+/g, ' ')); return; }
+      if (node.nodeType === 3) { if (!concealed.has(node.parentNode)) out.push(node.data.replace(/\s+/g, ' ')); return; }
       if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return;
       const key = foreignKey(node);
       if (key) { out.push('\n' + frameMark(key) + '\n'); return; }
@@ -593,7 +667,7 @@
     return document.querySelector('main, [role=main]') || articles[0] || document.body || document.documentElement;
   }
   // A copy of an ordinary subtree for Markdown: hidden parts dropped, links and images absolute.
-  function plainCopy(el, main) {
+  function plainCopy(el, main, concealed) {
     const hidden = new Set();
     el.querySelectorAll('*').forEach((n) => { if (!visible(n)) hidden.add(n); });
     const copy = el.cloneNode(true);
@@ -602,6 +676,7 @@
     copies.forEach((c, i) => {
       const o = originals[i];
       if (hidden.has(o) && o.tagName !== 'OPTION') { c.setAttribute('data-wp-drop', ''); return; }
+      if (concealed.has(o)) for (const t of [...c.childNodes]) if (t.nodeType === 3) t.remove();
       absolutize(o, c);
     });
     copy.querySelectorAll('script,style,noscript,template,[data-wp-drop]' + (main ? ',' + CHROME : '')).forEach((n) => n.remove());
@@ -616,9 +691,10 @@
   function readable(root, main) {
     if (main && root && (root === document.documentElement || root === document.body)) root = mainRoot();
     if (!root) return '';
+    const concealed = concealedIn(root);
     const unusual = unusualPaths();
     const copyOf = (node) => {
-      if (node.nodeType === 3) return document.createTextNode(node.data);
+      if (node.nodeType === 3) return concealed.has(node.parentNode) ? null : document.createTextNode(node.data);
       if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return null;
       const key = foreignKey(node);
       if (key) {
@@ -628,7 +704,7 @@
       }
       if (main && node.matches(CHROME)) return null;
       if (!visible(node)) return null;
-      if (!unusual.has(node)) return plainCopy(node, main);
+      if (!unusual.has(node)) return plainCopy(node, main, concealed);
       // Custom elements, slots and frames become plain boxes: copying them would run page code.
       const plain = node.tagName.includes('-') || node.tagName === 'SLOT' || frameDocument(node);
       const copy = plain ? document.createElement(isBlock(node) ? 'div' : 'span') : node.cloneNode(false);
@@ -661,6 +737,7 @@
   // as marks with the heading path at their place.
   function find(query, limit) {
     const needle = query.toLowerCase();
+    const concealed = concealedIn(document.body || document.documentElement);
     const headings = [];
     const sequence = []; // headings, refd elements and matches in document order
     const hits = [];
@@ -670,7 +747,7 @@
       if (node.nodeType === 3) {
         if (hits.length >= limit || !node.data.toLowerCase().includes(needle)) return;
         const host = node.parentElement || (node.parentNode && node.parentNode.host);
-        if (!host || !visible(host)) return;
+        if (!host || !visible(host) || concealed.has(host)) return;
         const block = host.closest('p,li,td,th,h1,h2,h3,h4,h5,h6,section,article,div,label,button,a') || host;
         const text = (block.innerText || node.data).replace(/\s+/g, ' ');
         const pos = Math.max(0, text.toLowerCase().indexOf(needle));
@@ -897,7 +974,7 @@
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus }),
+    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
     enumerable: false,
   });
 })();

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::frames::Doc;
 use super::tab::Tab;
 use crate::error::{ToolError, ToolResult};
+use crate::sync::Locked;
 
 /// Which part of the page to read.
 #[derive(Debug, Clone, Default)]
@@ -119,7 +120,41 @@ struct FindMark {
 struct FrameReading {
     origin: String,
     content: Option<String>,
+    #[serde(default)]
+    concealed: Concealed,
 }
+
+/// Text a read left out because a person cannot see it (hidden, tiny, the colour of its
+/// background, clipped or off the page), and what of it reads like instructions to a model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Concealed {
+    /// Characters left out.
+    pub dropped: usize,
+    #[serde(default)]
+    pub warnings: Vec<PageWarning>,
+}
+
+/// Page text that talks to a model rather than to its reader.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PageWarning {
+    /// `instructions_in_page`.
+    pub kind: String,
+    pub excerpt: String,
+    /// `visible`, or `hidden: <how>` (left out of the content).
+    #[serde(rename = "where")]
+    pub place: String,
+}
+
+impl Concealed {
+    fn add(&mut self, other: Concealed) {
+        self.dropped += other.dropped;
+        self.warnings.extend(other.warnings);
+        self.warnings.truncate(MAX_WARNINGS);
+    }
+}
+
+/// Most warnings one read carries.
+const MAX_WARNINGS: usize = 5;
 
 /// Marks the agent leaves where a foreign frame's text or HTML goes.
 const TEXT_MARK: (&str, &str) = ("\u{E000}", "\u{E001}");
@@ -154,7 +189,19 @@ impl Tab {
             }
         };
         let text = value.as_str().unwrap_or_default().to_string();
+        if !matches!(form, Form::Html) {
+            let top: Concealed = self
+                .agent_call(&Doc::Top, "__wp.concealedReport()")
+                .await
+                .unwrap_or_default();
+            *self.concealed.locked() = top;
+        }
         Ok(self.fill_frames(text, form, 0).await)
+    }
+
+    /// What the latest content read left out as concealed (its frames' too), taken.
+    pub fn take_concealed(&self) -> Concealed {
+        std::mem::take(&mut *self.concealed.locked())
     }
 
     /// Replaces each foreign frame's mark in `text` with the frame's own content.
@@ -194,12 +241,13 @@ impl Tab {
             other => other,
         };
         let call = format!(
-            "({{ origin: location.origin, content: {} }})",
+            "({{ origin: location.origin, content: {}, concealed: __wp.concealedReport() }})",
             form.read_root(BODY)
         );
         let Ok(reading) = self.agent_call::<FrameReading>(&doc, &call).await else {
             return String::new();
         };
+        self.concealed.locked().add(reading.concealed);
         let content = self
             .fill_frames(reading.content.unwrap_or_default(), form, depth + 1)
             .await;

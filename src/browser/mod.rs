@@ -35,7 +35,7 @@ mod watcher;
 
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
-pub use content::{FindHit, Form, Scope};
+pub use content::{Concealed, FindHit, Form, PageWarning, Scope};
 pub use download::Downloaded;
 pub use fill::{FieldCheck, Filled, ValueMismatch};
 pub use identity::{ColorScheme, Geolocation, Identity, ViewportSize};

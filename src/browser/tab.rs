@@ -197,6 +197,8 @@ pub struct Tab {
     pub(crate) lane: Option<Arc<Lane>>,
     /// Whether the browser and this tab's renderer still answer.
     pub(crate) liveness: Liveness,
+    /// What the latest read of the page's content left out as concealed, frames included.
+    pub(crate) concealed: Mutex<super::Concealed>,
     watcher: JoinHandle<()>,
     /// Asks the watcher to answer once it has handled every event that arrived before.
     pings: mpsc::UnboundedSender<oneshot::Sender<()>>,
@@ -359,6 +361,7 @@ impl Tab {
             scripts,
             lane,
             liveness,
+            concealed: Mutex::default(),
             watcher,
             pings,
         };

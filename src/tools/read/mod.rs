@@ -3,13 +3,16 @@
 //! within a token budget.
 
 mod observe;
+mod untrusted;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, Tool};
-use crate::browser::{FailedNavigation, FindHit, Form, Level, RequestDetail, Scope as Part, Tab};
+use crate::browser::{
+    FailedNavigation, FindHit, Form, Level, PageWarning, RequestDetail, Scope as Part, Tab,
+};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
 use crate::web::{markdown, sections};
@@ -112,6 +115,12 @@ pub struct ReadOutput {
     /// network with request: that request whole; its response body is the content.
     #[serde(skip_serializing_if = "Option::is_none")]
     request: Option<RequestDetail>,
+    /// markdown, text, extract: characters of text a person cannot see, left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hidden_text_dropped: Option<usize>,
+    /// Page text that reads like instructions to a model: visible (kept) or hidden (left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<PageWarning>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -135,7 +144,18 @@ impl ReadOutput {
             navigation_error: None,
             recorded: None,
             request: None,
+            hidden_text_dropped: None,
+            warnings: Vec::new(),
         }
+    }
+
+    /// Says what the read left out as concealed, and what in it or in `text` talks to a model.
+    fn guarded(mut self, tab: &Tab, text: &str) -> Self {
+        let concealed = tab.take_concealed();
+        self.hidden_text_dropped = (concealed.dropped > 0).then_some(concealed.dropped);
+        self.warnings = untrusted::visible_instructions(text);
+        self.warnings.extend(concealed.warnings);
+        self
     }
 
     /// A list of `count` entries (network, console), of which the tab `recorded` so many.
@@ -235,10 +255,11 @@ impl Tool for Read {
                     sections: Some(best.len()),
                     ..ReadOutput::new(slice_text(&joined, budget, cursor)?, mode)
                 }
+                .guarded(tab, &joined)
             }
             ReadMode::Markdown => {
                 let text = readable_markdown(tab, &part, args.full.unwrap_or(false)).await?;
-                ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
+                ReadOutput::new(slice_text(&text, budget, cursor)?, mode).guarded(tab, &text)
             }
             ReadMode::Text | ReadMode::Html => {
                 let form = if mode == ReadMode::Text {
@@ -247,7 +268,12 @@ impl Tool for Read {
                     Form::Html
                 };
                 let text = tab.content(&part, form).await?;
-                ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
+                let output = ReadOutput::new(slice_text(&text, budget, cursor)?, mode);
+                if mode == ReadMode::Text {
+                    output.guarded(tab, &text)
+                } else {
+                    output
+                }
             }
             ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
             ReadMode::Console => observe::read_console(tab, &args, budget, cursor).await?,

@@ -1,0 +1,78 @@
+//! Pages written by strangers: text a person cannot see (hidden in each way pages hide it, in a
+//! shadow root and in another site's frame) is left out of every read, said how much, and named
+//! when it reads like instructions to a model; a visible review quoting such an instruction
+//! stays, marked.
+
+mod common;
+
+use common::{ok, open};
+use serde_json::{Value, json};
+
+const HIDDEN: [&str; 12] = [
+    "(H1)", "(H2)", "(H3)", "(H4)", "(H5)", "(H6)", "(H7)", "(H8)", "(H9)", "(H10)", "(H11)",
+    "(H12)",
+];
+
+async fn read(session: &str, args: Value) -> Value {
+    let mut args = args;
+    args["session"] = json!(session);
+    args["max_tokens"] = json!(100_000);
+    ok("browser_read", args).await
+}
+
+#[tokio::test]
+async fn hidden_instructions_are_left_out_of_every_read_and_a_visible_one_is_marked() {
+    let s = "untrusted-read";
+    open(s, "injected.html").await;
+    for mode in ["markdown", "text"] {
+        let result = read(s, json!({ "mode": mode, "full": mode == "markdown" })).await;
+        let content = result["content"].as_str().unwrap();
+        for marker in HIDDEN {
+            assert!(!content.contains(marker), "{mode}: {marker} in\n{content}");
+        }
+        // What a person sees stays: the page, its shadow root, the seller's frame, the review.
+        for shown in [
+            "warm light",
+            "Ships in two days",
+            "Sold by Lamp",
+            "on the box",
+        ] {
+            assert!(
+                content.contains(shown),
+                "{mode}: {shown:?} missing in\n{content}"
+            );
+        }
+        let dropped = result["hidden_text_dropped"].as_u64().unwrap_or(0);
+        assert!(dropped > 200, "{mode}: {result:#}");
+        let warnings = result["warnings"].as_array().unwrap();
+        let visible: Vec<&Value> = warnings
+            .iter()
+            .filter(|w| w["where"] == "visible")
+            .collect();
+        assert_eq!(visible.len(), 1, "{mode}: {warnings:#?}");
+        assert!(
+            visible[0]["excerpt"]
+                .as_str()
+                .unwrap()
+                .contains("on the box")
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w["where"].as_str().unwrap().starts_with("hidden")
+                    && w["kind"] == "instructions_in_page"),
+            "{mode}: {warnings:#?}"
+        );
+    }
+    for marker in ["(H8)", "(H9)", "(H11)", "(H12)"] {
+        let found = read(s, json!({ "mode": "find", "query": marker })).await;
+        assert_eq!(found["matches"], 0, "{marker}: {found:#}");
+    }
+    let seen = read(s, json!({ "mode": "find", "query": "Sold by Lamp" })).await;
+    assert_eq!(seen["matches"], 1, "{seen:#}");
+    let extract = read(s, json!({ "mode": "extract", "query": "instructions" })).await;
+    let content = extract["content"].as_str().unwrap();
+    for marker in HIDDEN {
+        assert!(!content.contains(marker), "extract: {marker} in\n{content}");
+    }
+}
