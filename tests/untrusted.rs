@@ -76,3 +76,26 @@ async fn hidden_instructions_are_left_out_of_every_read_and_a_visible_one_is_mar
         assert!(!content.contains(marker), "extract: {marker} in\n{content}");
     }
 }
+
+#[tokio::test]
+async fn open_web_page_leaves_out_what_the_html_itself_hides() {
+    let url = common::harness().page("injected.html");
+    let result = ok(
+        "open_web_page",
+        json!({ "url": url, "mode": "http", "extract": "full", "max_tokens": 100000 }),
+    )
+    .await;
+    let content = result["content"].as_str().unwrap();
+    // Hidden by the `hidden` attribute and inline styles; classes need a browser's styles.
+    for marker in ["(H1)", "(H2)", "(H3)"] {
+        assert!(!content.contains(marker), "{marker} in\n{content}");
+    }
+    assert!(
+        content.contains("warm light") && content.contains("on the box"),
+        "{content}"
+    );
+    assert!(
+        result["hidden_text_dropped"].as_u64().unwrap_or(0) > 100,
+        "{result:#}"
+    );
+}

@@ -95,6 +95,9 @@ pub struct Page {
     /// Meta tags and headings (extract=structured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
+    /// Characters of text the page hides from a person, left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_text_dropped: Option<usize>,
     /// The response was a PDF document: its pages and metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdf: Option<PdfInfo>,
@@ -199,6 +202,7 @@ impl Pages {
             body_truncated: loaded.body_truncated.then_some(true),
             article: loaded.extracted.article,
             structured: loaded.extracted.structured,
+            hidden_text_dropped: loaded.extracted.hidden_text_dropped,
             pdf: loaded.pdf,
             blocked: loaded.blocked,
         })

@@ -3,6 +3,7 @@
 //!
 //! Pure functions over a string: no I/O, so the extraction benchmark times exactly this.
 
+mod concealed;
 mod main_content;
 mod outline;
 mod prune;
@@ -47,10 +48,25 @@ pub struct Extracted {
     /// Meta tags and headings (extract=structured only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
+    /// main, full: characters of text the HTML hides from a person (`hidden`, hiding inline
+    /// styles), left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_text_dropped: Option<usize>,
 }
 
 /// Extracts `kind` from `html`, resolving relative URLs against `base`.
 pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
+    let (visible, dropped) = match kind {
+        ExtractKind::Main | ExtractKind::Full => concealed::strip(html),
+        _ => (String::new(), 0),
+    };
+    let html = if visible.is_empty() { html } else { &visible };
+    let mut extracted = extract_visible(html, base, kind, format);
+    extracted.hidden_text_dropped = (dropped > 0).then_some(dropped);
+    extracted
+}
+
+fn extract_visible(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
     match kind {
         ExtractKind::Main => {
             let (article, content_html) = main_content::extract(html, base);
@@ -58,7 +74,7 @@ pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) ->
                 title: article.title.clone(),
                 content: render(&content_html, format),
                 article: Some(article),
-                structured: None,
+                ..Extracted::default()
             }
         }
         ExtractKind::Full => {
