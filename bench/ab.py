@@ -72,27 +72,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_service(binary: str, extra: list[str], allow: str = "127.0.0.1", prefix: str = "wp-ab-", log=None):
+    """Starts `webpilot serve` on a free port with a fresh data dir; returns (process, port,
+    data dir) once /healthz answers."""
+    port = free_port()
+    data = tempfile.mkdtemp(prefix=prefix)
+    out = log if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [binary, *extra, "--port", str(port), "--data-dir", data, "--fetch-allow", allow, "serve"],
+        stdout=out, stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            probe.request("GET", "/healthz")
+            probe.getresponse().read()
+            return proc, port, data
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"webpilot serve did not come up (data dir {data})")
+            time.sleep(0.1)
+
+
 class Service:
     """One webpilot process and a keep-alive connection to it."""
 
     def __init__(self, binary: str, config: str | None = None):
-        self.port = free_port()
-        self.data = tempfile.mkdtemp(prefix="wp-ab-")
         extra = ["--config", config] if config else []
-        self.proc = subprocess.Popen(
-            [binary, *extra, "--port", str(self.port), "--data-dir", self.data, "--fetch-allow", "127.0.0.1", "serve"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                probe.request("GET", "/healthz")
-                probe.getresponse().read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        self.proc, self.port, self.data = start_service(binary, extra)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
     def call(self, tool: str, args: dict) -> tuple[float, dict]:

@@ -45,7 +45,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab import free_port  # noqa: E402  (bench/ab.py: the existing bench's helpers)
+from ab import start_service  # noqa: E402  (bench/ab.py: the existing bench's helpers)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(REPO, "bench", "fixtures", "replay_shop")
@@ -207,24 +207,12 @@ class Failure(RuntimeError):
 
 class Service:
     def __init__(self, binary: str, config: list[str]):
-        self.port = free_port()
-        self.data = tempfile.mkdtemp(prefix="wp-replay-bench-")
-        self.log = open(os.path.join(self.data, "serve.log"), "wb")
-        self.proc = subprocess.Popen(
-            [binary, *config, "--data-dir", self.data, "--port", str(self.port),
-             "--fetch-allow", "127.0.0.1,localhost", "serve"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                probe.request("GET", "/healthz")
-                probe.getresponse().read()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise Failure(f"webpilot serve did not come up; see {self.log.name}")
-                time.sleep(0.1)
+        self.log = tempfile.NamedTemporaryFile(prefix="wp-replay-serve-", suffix=".log", delete=False)
+        try:
+            self.proc, self.port, self.data = start_service(
+                binary, config, allow="127.0.0.1,localhost", prefix="wp-replay-bench-", log=self.log)
+        except RuntimeError as error:
+            raise Failure(f"{error}; see {self.log.name}") from error
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
 
     def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:

@@ -232,6 +232,27 @@ async fn recorded_run(session: &str) -> Vec<u8> {
     response.bytes().await.unwrap().to_vec()
 }
 
+/// `webpilot replay TRACE --base-url <version's shop>` in a data dir of its own.
+fn replay_cli(
+    dir: &std::path::Path,
+    trace: &std::path::Path,
+    version: u8,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"));
+    command
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--fetch-allow", "127.0.0.1,localhost", "replay"])
+        .arg(trace)
+        .args([
+            "--base-url",
+            &format!("http://127.0.0.1:{}", world().ports[&version]),
+        ])
+        .env("TMPDIR", dir)
+        .stderr(std::process::Stdio::null());
+    command
+}
+
 /// The trace once per test binary.
 async fn trace() -> &'static [u8] {
     static TRACE: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
@@ -309,20 +330,10 @@ async fn the_cli_replays_version_1_as_recorded_and_writes_junit() {
     std::fs::write(&file, zip).unwrap();
     let junit = dir.path().join("report.xml");
     let before = seen(1).len();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--fetch-allow", "127.0.0.1,localhost", "replay"])
-        .arg(&file)
-        .args([
-            "--base-url",
-            &format!("http://127.0.0.1:{}", world().ports[&1]),
-        ])
+    let output = replay_cli(dir.path(), &file, 1)
         .args(["--expect-text", "1 in cart", "--expect-no-console-errors"])
         .args(["--secret", "password=hunter2-typed", "--junit"])
         .arg(&junit)
-        .env("TMPDIR", dir.path())
-        .stderr(std::process::Stdio::null())
         .output()
         .await
         .unwrap();
@@ -433,21 +444,11 @@ async fn the_cli_writes_the_pictures_of_a_failed_step_beside_its_junit_failure()
     let file = dir.path().join("run.zip");
     std::fs::write(&file, trace().await).unwrap();
     let (junit, pictures) = (dir.path().join("report.xml"), dir.path().join("pictures"));
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--fetch-allow", "127.0.0.1,localhost", "replay"])
-        .arg(&file)
-        .args([
-            "--base-url",
-            &format!("http://127.0.0.1:{}", world().ports[&3]),
-        ])
+    let output = replay_cli(dir.path(), &file, 3)
         .args(["--secret", "password=hunter2-typed", "--junit"])
         .arg(&junit)
         .arg("--artifacts")
         .arg(&pictures)
-        .env("TMPDIR", dir.path())
-        .stderr(std::process::Stdio::null())
         .output()
         .await
         .unwrap();
@@ -486,15 +487,8 @@ async fn the_exported_playwright_test_passes_on_version_1_with_debians_chromium(
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("checkout.zip");
     std::fs::write(&file, trace().await).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["replay", "--export", "playwright"])
-        .arg(&file)
-        .args([
-            "--base-url",
-            &format!("http://127.0.0.1:{}", world().ports[&1]),
-        ])
+    let output = replay_cli(dir.path(), &file, 1)
+        .args(["--export", "playwright"])
         .args(["--expect-text", "1 in cart", "--expect-url", "/shop"])
         .args(["--expect-no-console-errors", "--expect-no-failed-requests"])
         .output()

@@ -14,11 +14,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
 
 use super::auth::CallerTenant;
-use super::reply::{event, event_stream, parse_body, parse_query};
+use super::reply::{broadcast_events, event, parse_body, parse_query};
 use crate::app::App;
 use crate::crawl::{TaskList, TaskStatus};
 use crate::error::{ErrorBody, ToolError};
@@ -131,28 +130,8 @@ async fn events(
     let finished = summary.status.is_finished();
     // A finished task answers with `done` at once; a running one streams until its `done`.
     let first = event(if finished { "done" } else { "status" }, &summary);
-    let stream = futures::stream::unfold(
-        (Some(first), receiver, finished),
-        |(first, mut receiver, ended)| async move {
-            if let Some(first) = first {
-                return Some((first, (None, receiver, ended)));
-            }
-            if ended {
-                return None;
-            }
-            match receiver.recv().await {
-                Ok(progress) => {
-                    let done = progress.name() == "done";
-                    let sse = event(progress.name(), &progress.data());
-                    Some((sse, (None, receiver, done)))
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    let sse = event("lagged", &json!({ "missed": missed }));
-                    Some((sse, (None, receiver, false)))
-                }
-                Err(RecvError::Closed) => None,
-            }
-        },
-    );
-    Ok(event_stream(stream))
+    Ok(broadcast_events(first, finished, receiver, |progress| {
+        let done = progress.name() == "done";
+        (event(progress.name(), &progress.data()), done)
+    }))
 }

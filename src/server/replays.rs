@@ -14,11 +14,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use data_encoding::BASE64;
 use serde::Deserialize;
-use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::auth::CallerTenant;
-use super::reply::{event, event_stream, parse_body_as};
+use super::reply::{broadcast_events, event, parse_body_as};
 use crate::app::App;
 use crate::error::{ErrorBody, ToolError};
 use crate::ids::SessionName;
@@ -161,32 +159,14 @@ async fn events(
     let (view, receiver) = app.replays.subscribe(&tenant, &id)?;
     let finished = view.status != "running";
     let first = event(if finished { "done" } else { "status" }, &view);
-    let stream = futures::stream::unfold(
-        (Some(first), receiver, finished),
-        |(first, mut receiver, ended)| async move {
-            if let Some(first) = first {
-                return Some((first, (None, receiver, ended)));
-            }
-            if ended {
-                return None;
-            }
-            match receiver.recv().await {
-                Ok(RunEvent::Step(outcome)) => {
-                    Some((event("step", &outcome), (None, receiver, false)))
-                }
-                Ok(RunEvent::Done(report)) => {
-                    Some((event("done", &report), (None, receiver, true)))
-                }
-                Ok(RunEvent::Handoff(progress)) => {
-                    Some((event("handoff", &progress), (None, receiver, false)))
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    let sse = event("lagged", &json!({ "missed": missed }));
-                    Some((sse, (None, receiver, false)))
-                }
-                Err(RecvError::Closed) => None,
-            }
+    Ok(broadcast_events(
+        first,
+        finished,
+        receiver,
+        |message| match message {
+            RunEvent::Step(outcome) => (event("step", &outcome), false),
+            RunEvent::Handoff(progress) => (event("handoff", &progress), false),
+            RunEvent::Done(report) => (event("done", &report), true),
         },
-    );
-    Ok(event_stream(stream))
+    ))
 }

@@ -116,6 +116,41 @@ pub(super) fn event_stream(events: impl Stream<Item = Event> + Send + 'static) -
         .into_response()
 }
 
+/// A task's progress as a `text/event-stream` answer: `first`, then each message the task
+/// broadcasts as `to_event` makes it (and says whether it is the last), until that last one —
+/// at once when the task had `ended`. A listener that fell behind hears `lagged`.
+pub(super) fn broadcast_events<T: Clone + Send + 'static>(
+    first: Event,
+    ended: bool,
+    receiver: tokio::sync::broadcast::Receiver<T>,
+    to_event: fn(T) -> (Event, bool),
+) -> Response {
+    use tokio::sync::broadcast::error::RecvError;
+    let stream = futures::stream::unfold(
+        (Some(first), receiver, ended),
+        move |(first, mut receiver, ended)| async move {
+            if let Some(first) = first {
+                return Some((first, (None, receiver, ended)));
+            }
+            if ended {
+                return None;
+            }
+            match receiver.recv().await {
+                Ok(message) => {
+                    let (sse, last) = to_event(message);
+                    Some((sse, (None, receiver, last)))
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    let sse = event("lagged", &serde_json::json!({ "missed": missed }));
+                    Some((sse, (None, receiver, false)))
+                }
+                Err(RecvError::Closed) => None,
+            }
+        },
+    );
+    event_stream(stream)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
