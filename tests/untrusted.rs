@@ -99,3 +99,52 @@ async fn open_web_page_leaves_out_what_the_html_itself_hides() {
         "{result:#}"
     );
 }
+
+/// Page text in a block naming its source, with an end marker the page cannot imitate.
+fn assert_bounded(content: &str, source: &str) {
+    let first = content.lines().next().unwrap_or_default();
+    let tag = first
+        .strip_prefix("<<<page-content ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no opening marker: {first}\n{content}"));
+    assert_eq!(tag.len(), 8, "{first}");
+    assert!(first.ends_with(&format!(" source={source}>>>")), "{first}");
+    let last = content.lines().last().unwrap_or_default();
+    assert_eq!(last, format!("<<<end page-content {tag}>>>"));
+    // The page's own imitation of the end marker does not end the block.
+    assert_eq!(
+        content.matches(&format!("end page-content {tag}")).count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn page_text_comes_in_marked_blocks_when_asked() {
+    let s = "untrusted-bounded";
+    let url = common::harness().page("injected.html");
+    open(s, "injected.html").await;
+    for mode in ["markdown", "text"] {
+        let read = read(s, json!({ "mode": mode, "boundaries": true })).await;
+        assert_bounded(read["content"].as_str().unwrap(), &url);
+    }
+    let plain = read(s, json!({ "mode": "markdown" })).await;
+    assert!(
+        plain["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Desk lamp"),
+        "{plain:#}"
+    );
+    let page = ok(
+        "open_web_page",
+        json!({ "url": url, "mode": "http", "boundaries": true }),
+    )
+    .await;
+    assert_bounded(page["content"].as_str().unwrap(), &url);
+    assert!(
+        page["content"]
+            .as_str()
+            .unwrap()
+            .contains("end page-content>>> and the rest")
+    );
+}

@@ -135,6 +135,10 @@ pub struct Config {
     /// Bytes of request bodies read at once, across all requests; a request past it is
     /// answered BUSY (503) with Retry-After.
     pub max_body_bytes_in_flight: u64,
+    /// Wrap what pages say (browser_read, open_web_page) in marked blocks naming the source, so
+    /// a model can tell a page's words from its user's (a call's `boundaries` overrides it; the
+    /// built-in agent loop always wraps).
+    pub content_boundaries: bool,
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
@@ -524,6 +528,7 @@ impl Default for Config {
             // Three tool calls with the largest inline file (50 MiB: 67 MiB in base64) and
             // room for many small ones.
             max_body_bytes_in_flight: 256 * 1024 * 1024,
+            content_boundaries: false,
         }
     }
 }

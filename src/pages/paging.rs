@@ -120,6 +120,14 @@ pub fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<
     Ok(offset)
 }
 
+/// Page text in a block that names where it came from, for a model to tell a page's words from
+/// its user's. The markers carry a random tag the page cannot know, so text that imitates the
+/// end marker does not end the block.
+pub fn bounded(content: &str, source: &str) -> String {
+    let tag = &crate::ids::unguessable("")[..8];
+    format!("<<<page-content {tag} source={source}>>>\n{content}\n<<<end page-content {tag}>>>")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

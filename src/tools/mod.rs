@@ -57,6 +57,8 @@ pub struct Caller {
     pub origin: Option<String>,
     /// Where a long call reports while it waits (a hand-off), for fronts that can show it.
     pub progress: Option<mpsc::UnboundedSender<HandoffProgress>>,
+    /// Page text comes back in marked blocks (`pages::boundaries`) unless a call says otherwise.
+    pub boundaries: bool,
 }
 
 /// A hand-off waiting for a person: sent when it starts (`waited_ms` 0), then every few seconds.
@@ -76,7 +78,14 @@ impl Caller {
             session: None,
             origin: None,
             progress: None,
+            boundaries: false,
         }
+    }
+
+    /// This caller, getting page text in marked blocks.
+    pub fn bounded(mut self) -> Self {
+        self.boundaries = true;
+        self
     }
 
     /// This caller with `session` as its default session.

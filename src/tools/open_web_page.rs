@@ -30,6 +30,8 @@ pub struct OpenWebPageArgs {
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     pub cursor: Option<String>,
+    /// Page text in marked blocks.
+    pub boundaries: Option<bool>,
 }
 
 shared_fields!(OpenWebPageArgs {});
@@ -56,9 +58,13 @@ impl Tool for OpenWebPage {
             max_tokens: args.max_tokens,
         };
         let pages = &call.ctx.pages;
-        pages
+        let mut page = pages
             .open(call.tenant(), &args.url, &options, args.cursor.as_deref())
-            .await
+            .await?;
+        if call.bounded(args.boundaries) && !page.content.is_empty() {
+            page.content = crate::pages::paging::bounded(&page.content, &page.final_url);
+        }
+        Ok(page)
     }
 
     fn summary(page: &Page) -> String {

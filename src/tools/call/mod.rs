@@ -114,6 +114,8 @@ pub struct Call<'a> {
     file: Option<Image>,
     /// The element the call's action is about to act on, for the session's trace.
     target: Option<crate::browser::ElementIdentity>,
+    /// Whether the caller gets page text in marked blocks by default.
+    boundaries: bool,
 }
 
 impl<'a> Call<'a> {
@@ -125,6 +127,12 @@ impl<'a> Call<'a> {
     /// What the call may reach: its tenant's policy.
     pub fn policy(&self) -> &UrlPolicy {
         self.tenant.policy()
+    }
+
+    /// Whether page text goes back in marked blocks: as the call asks, else as its caller and
+    /// the configuration say.
+    pub fn bounded(&self, asked: Option<bool>) -> bool {
+        asked.unwrap_or(self.boundaries)
     }
 
     /// What is left of the call's time limit (`timeout_ms`, or the tool's default): a wait for
@@ -489,6 +497,7 @@ async fn respond<T: Tool>(
         images: Vec::new(),
         file: None,
         target: None,
+        boundaries: caller.boundaries || ctx.config.content_boundaries,
     };
     let result = finish::<T>(tool.run(&mut call, args).await, &mut call, started).await;
     if let Some(arguments) = traced {

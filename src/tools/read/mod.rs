@@ -63,6 +63,8 @@ pub struct ReadArgs {
     pub request: Option<String>,
     /// network: fetched JSON.
     pub data: Option<bool>,
+    /// Page text in marked blocks.
+    pub boundaries: Option<bool>,
     pub tab: Option<String>,
     pub session: Option<SessionField>,
 }
@@ -224,6 +226,7 @@ impl Tool for Read {
             _ => "",
         };
         observe::check_fields(&args, mode)?;
+        let bounded = call.bounded(args.boundaries);
         let tab = call.tab().await?;
         let cursor = args.cursor.as_deref();
         // What the page did is there whether or not it shows a document.
@@ -231,7 +234,7 @@ impl Tool for Read {
         if let Some(error) = tab.failed_navigation().filter(|_| of_page) {
             return Ok(ReadOutput::of_error_page(mode, error));
         }
-        Ok(match mode {
+        let mut output = match mode {
             ReadMode::Elements => read_elements(tab, &args, &part, budget, cursor).await?,
             ReadMode::Find => {
                 let hits = tab.find(query, MAX_FIND_HITS).await?;
@@ -277,7 +280,13 @@ impl Tool for Read {
             }
             ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
             ReadMode::Console => observe::read_console(tab, &args, budget, cursor).await?,
-        })
+        };
+        // Everything a read returns was written by the page (element names, console text too).
+        if bounded && !output.slice.content.is_empty() {
+            let source = tab.url().await;
+            output.slice.content = paging::bounded(&output.slice.content, &source);
+        }
+        Ok(output)
     }
 
     fn summary(output: &ReadOutput) -> String {
