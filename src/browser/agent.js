@@ -573,50 +573,68 @@
     const m = /rgba?\(([\d.]+),?\s*([\d.]+),?\s*([\d.]+)(?:[,/]\s*([\d.]+))?/.exec(colour || '');
     return m ? { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] } : null;
   };
-  function backgroundOf(el) {
-    for (let n = el; n; n = renderedParent(n)) {
-      if (n.nodeType !== 1) continue;
-      const s = n.ownerDocument.defaultView.getComputedStyle(n);
-      if (s.backgroundImage && s.backgroundImage !== 'none') return null; // a picture: unknown
-      const c = rgb(s.backgroundColor);
-      if (c && c.a > 0.5) return c;
-    }
-    return { r: 255, g: 255, b: 255, a: 1 };
+  // Each element's style, box, background and clipping is looked up once per read (`seen`).
+  const styleOf = (el, seen) => {
+    let s = seen.styles.get(el);
+    if (!s) { s = el.ownerDocument.defaultView.getComputedStyle(el); seen.styles.set(el, s); }
+    return s;
+  };
+  function backgroundOf(el, seen) {
+    if (!el || el.nodeType !== 1) return { r: 255, g: 255, b: 255, a: 1 };
+    if (seen.grounds.has(el)) return seen.grounds.get(el);
+    const s = styleOf(el, seen);
+    const own = rgb(s.backgroundColor);
+    // A picture behind the text: its colour is unknown.
+    const ground = s.backgroundImage && s.backgroundImage !== 'none' ? null
+      : own && own.a > 0.5 ? own : backgroundOf(renderedParent(el), seen);
+    seen.grounds.set(el, ground);
+    return ground;
   }
-  function concealment(el) {
+  // Whether the element or one holding it clips its content away or has no size while hiding
+  // its overflow.
+  function clippedAway(el, seen) {
+    if (!el || el.nodeType !== 1) return '';
+    if (seen.clipped.has(el)) return seen.clipped.get(el);
+    const s = styleOf(el, seen);
+    let why = '';
+    if (/rect\(0(px)?,? ?0(px)?,? ?0(px)?,? ?0(px)?\)/.test(s.clip) || /inset\((50|100)%/.test(s.clipPath)) why = 'clipped';
+    else if (s.overflow !== 'visible') {
+      const r = el.getBoundingClientRect();
+      if (r.width <= 1 || r.height <= 1) why = 'no size';
+    }
+    if (!why) why = clippedAway(el.parentElement, seen);
+    seen.clipped.set(el, why);
+    return why;
+  }
+  function concealment(el, seen) {
     const view = el.ownerDocument.defaultView;
     if (el.checkVisibility && !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return 'hidden';
-    const s = view.getComputedStyle(el);
+    const s = styleOf(el, seen);
     if (parseFloat(s.fontSize) < 2) return 'tiny font';
     const ink = rgb(s.color);
     if (ink && ink.a < 0.1) return 'transparent text';
-    const ground = ink && backgroundOf(el);
+    const ground = ink && backgroundOf(el, seen);
     if (ground && Math.abs(ink.r - ground.r) + Math.abs(ink.g - ground.g) + Math.abs(ink.b - ground.b) < 12) return 'text the colour of its background';
     const r = el.getBoundingClientRect();
     const page = el.ownerDocument.documentElement;
     if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0
       || r.left + view.scrollX >= Math.max(page.scrollWidth, view.innerWidth)
       || parseFloat(s.textIndent) < -500) return 'off the page';
-    for (let n = el, depth = 0; n && n.nodeType === 1 && depth < 6; n = n.parentElement, depth++) {
-      const ns = n === el ? s : view.getComputedStyle(n);
-      if (/rect\(0(px)?,? ?0(px)?,? ?0(px)?,? ?0(px)?\)/.test(ns.clip) || /inset\((50|100)%/.test(ns.clipPath)) return 'clipped';
-      const nr = n === el ? r : n.getBoundingClientRect();
-      if ((nr.width <= 1 || nr.height <= 1) && ns.overflow !== 'visible') return 'no size';
-    }
-    return '';
+    return clippedAway(el, seen);
   }
   // The elements under `root` (shadow roots and same-origin frames included) whose own text is
   // concealed, with what that text held; kept for `concealedReport`.
   let lastConcealed = { dropped: 0, warnings: [] };
   function concealedIn(root) {
     const hosts = new Map();
+    const seen = { styles: new Map(), grounds: new Map(), clipped: new Map() };
     const report = { dropped: 0, warnings: [] };
     const visit = (node) => {
       if (node.nodeType === 3) {
         const text = node.data.trim();
         const host = node.parentNode;
         if (!text || !host || host.nodeType !== 1) return;
-        if (!hosts.has(host)) hosts.set(host, concealment(host));
+        if (!hosts.has(host)) hosts.set(host, concealment(host, seen));
         const why = hosts.get(host);
         if (!why) return;
         report.dropped += text.length;

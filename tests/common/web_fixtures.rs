@@ -418,8 +418,12 @@ async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Respo
             sse(finished(pieces, "tool_calls"))
         }
         ("search and open", _) => {
+            // The agent loop hands page text over in marked blocks, and its prompt says why.
+            let bounded = tool_results.iter().any(|t| t.contains("<<<page-content "))
+                && messages[0]["content"].as_str().is_some_and(|p| p.contains("<<<page-content"));
             let saw = tool_results.iter().any(|t| t.contains("gitnexus"))
-                && tool_results.iter().any(|t| t.contains("139 euros"));
+                && tool_results.iter().any(|t| t.contains("139 euros"))
+                && bounded;
             let mut pieces = vec![chunk(json!({"role": "assistant", "reasoning_content": "Both tools answered."}), None)];
             pieces.extend(answer(&[if saw { "Night trains " } else { "MISSING " }, "cost from 29 euros."]));
             sse(pieces)
