@@ -590,26 +590,31 @@
     seen.grounds.set(el, ground);
     return ground;
   }
-  // Whether the element or one holding it clips its content away or has no size while hiding
-  // its overflow.
-  function clippedAway(el, seen) {
+  // What hides an element and everything in it, from its own style or one holding it: no
+  // display, opacity 0, its content clipped away, or no size while it hides its overflow.
+  function hiddenWithin(el, seen) {
     if (!el || el.nodeType !== 1) return '';
-    if (seen.clipped.has(el)) return seen.clipped.get(el);
+    if (seen.hidden.has(el)) return seen.hidden.get(el);
     const s = styleOf(el, seen);
     let why = '';
-    if (/rect\(0(px)?,? ?0(px)?,? ?0(px)?,? ?0(px)?\)/.test(s.clip) || /inset\((50|100)%/.test(s.clipPath)) why = 'clipped';
+    if (s.display === 'none') why = 'hidden';
+    else if (Number(s.opacity) === 0) why = 'hidden';
+    else if (/rect\(0(px)?,? ?0(px)?,? ?0(px)?,? ?0(px)?\)/.test(s.clip) || /inset\((50|100)%/.test(s.clipPath)) why = 'clipped';
     else if (s.overflow !== 'visible') {
       const r = el.getBoundingClientRect();
       if (r.width <= 1 || r.height <= 1) why = 'no size';
     }
-    if (!why) why = clippedAway(el.parentElement, seen);
-    seen.clipped.set(el, why);
+    if (!why) why = hiddenWithin(renderedParent(el), seen);
+    seen.hidden.set(el, why);
     return why;
   }
   function concealment(el, seen) {
     const view = el.ownerDocument.defaultView;
-    if (el.checkVisibility && !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return 'hidden';
     const s = styleOf(el, seen);
+    // Visibility is inherited but a child may show itself again: the element's own value says.
+    if (s.visibility !== 'visible') return 'hidden';
+    const within = hiddenWithin(el, seen);
+    if (within) return within;
     if (parseFloat(s.fontSize) < 2) return 'tiny font';
     const ink = rgb(s.color);
     if (ink && ink.a < 0.1) return 'transparent text';
@@ -620,14 +625,14 @@
     if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0
       || r.left + view.scrollX >= Math.max(page.scrollWidth, view.innerWidth)
       || parseFloat(s.textIndent) < -500) return 'off the page';
-    return clippedAway(el, seen);
+    return '';
   }
   // The elements under `root` (shadow roots and same-origin frames included) whose own text is
   // concealed, with what that text held; kept for `concealedReport`.
   let lastConcealed = { dropped: 0, warnings: [] };
   function concealedIn(root) {
     const hosts = new Map();
-    const seen = { styles: new Map(), grounds: new Map(), clipped: new Map() };
+    const seen = { styles: new Map(), grounds: new Map(), hidden: new Map() };
     const report = { dropped: 0, warnings: [] };
     const visit = (node) => {
       if (node.nodeType === 3) {
