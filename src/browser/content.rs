@@ -124,6 +124,14 @@ struct FrameReading {
     concealed: Concealed,
 }
 
+/// A whole page's reading, with what it left out.
+#[derive(Deserialize)]
+struct PageReading {
+    content: Option<String>,
+    #[serde(default)]
+    concealed: Concealed,
+}
+
 /// Text a read left out because a person cannot see it (hidden, tiny, the colour of its
 /// background, clipped or off the page), and what of it reads like instructions to a model.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -169,6 +177,16 @@ impl Tab {
         }
         let value = match scope {
             Scope::Ref(ref_id) => self.on_element(*ref_id, read).await?,
+            Scope::Page if !matches!(form, Form::Html) => {
+                // The read and what it left out, in one round trip.
+                let call = format!(
+                    "({{ content: {}, concealed: __wp.concealedReport() }})",
+                    form.read_root(form.page_root())
+                );
+                let reading: PageReading = self.agent_call(&Doc::Top, &call).await?;
+                *self.concealed.locked() = reading.concealed;
+                serde_json::Value::String(reading.content.unwrap_or_default())
+            }
             Scope::Page => {
                 let call = form.read_root(form.page_root());
                 self.agent_call(&Doc::Top, &call).await?
@@ -189,7 +207,7 @@ impl Tab {
             }
         };
         let text = value.as_str().unwrap_or_default().to_string();
-        if !matches!(form, Form::Html) {
+        if !matches!(form, Form::Html) && !matches!(scope, Scope::Page) {
             let top: Concealed = self
                 .agent_call(&Doc::Top, "__wp.concealedReport()")
                 .await
