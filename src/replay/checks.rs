@@ -32,15 +32,18 @@ pub(super) async fn run(
 
 async fn shows(registry: &Registry, caller: &Caller, text: &str) -> Outcome {
     let started = Instant::now();
-    let found = read(registry, caller, json!({ "mode": "find", "query": text })).await;
-    judge(
-        format!("expect text {text:?}"),
-        started,
-        found.map(|r| match r["matches"].as_u64() {
-            Some(n) if n > 0 => Ok(()),
-            _ => Err("the page does not show it".to_string()),
-        }),
-    )
+    let verdict = showing(registry, caller, text).await.map(|shown| {
+        shown
+            .then_some(())
+            .ok_or_else(|| "the page does not show it".to_string())
+    });
+    judge(format!("expect text {text:?}"), started, verdict)
+}
+
+/// Whether the page (frames included) shows `text`.
+async fn showing(registry: &Registry, caller: &Caller, text: &str) -> Result<bool, String> {
+    let found = read(registry, caller, json!({ "mode": "find", "query": text })).await?;
+    Ok(found["matches"].as_u64().is_some_and(|n| n > 0))
 }
 
 async fn url_is(registry: &Registry, caller: &Caller, wanted: &str) -> Outcome {
@@ -106,10 +109,9 @@ pub(super) async fn found_again(
     outcome: &mut Outcome,
 ) {
     outcome.what = format!("check text {query:?}");
-    let found = read(registry, caller, json!({ "mode": "find", "query": query })).await;
-    (outcome.status, outcome.detail) = match found.map(|r| r["matches"].as_u64()) {
-        Ok(Some(n)) if n > 0 => (Status::Passed, None),
-        Ok(_) => (
+    (outcome.status, outcome.detail) = match showing(registry, caller, query).await {
+        Ok(true) => (Status::Passed, None),
+        Ok(false) => (
             Status::Failed,
             Some("the page showed it when recorded and does not now".into()),
         ),

@@ -150,10 +150,11 @@ impl Replays {
         id: &str,
     ) -> ToolResult<(RunView, broadcast::Receiver<RunEvent>)> {
         let run = self.run(tenant, id)?;
-        let _state = run.state.locked();
+        // Steps are told under the state's lock: the view and the subscription taken under it
+        // neither miss one nor hold one twice.
+        let state = run.state.locked();
         let receiver = run.events.subscribe();
-        drop(_state);
-        Ok((run.view(id), receiver))
+        Ok((run.view_of(id, &state), receiver))
     }
 
     fn run(&self, tenant: &Tenant, id: &str) -> ToolResult<Arc<Run>> {
@@ -171,7 +172,10 @@ impl Replays {
 
 impl Run {
     fn view(&self, id: &str) -> RunView {
-        let state = self.state.locked();
+        self.view_of(id, &self.state.locked())
+    }
+
+    fn view_of(&self, id: &str, state: &RunState) -> RunView {
         let status = match &state.report {
             None => "running",
             Some(report) if report.passed => "passed",

@@ -327,11 +327,7 @@ impl<'a> Call<'a> {
         place.blocked = guard.take_blocked();
         let queued = guard.queued();
         place.queued_ms = (queued >= REPORTED_WAIT).then_some(queued.as_millis() as u64);
-        let id = self
-            .used_tab
-            .clone()
-            .or_else(|| guard.active_id().map(str::to_string));
-        if let Some(tab) = id.and_then(|id| guard.tab(&id).ok()) {
+        if let Some(tab) = self.worked_tab() {
             place.tab = Some(tab.id.clone());
             place.url = Some(tab.url().await);
             place.title = Some(tab.title().await);
