@@ -32,12 +32,16 @@ pub enum ErrorCode {
     TooLarge,
     NotConfigured,
     Unauthorized,
+    /// The operator's rules deny this action.
+    ForbiddenAction,
+    /// The operator's rules hold this action until a person allows it.
+    NeedsConfirmation,
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for the API description's list of error statuses.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidArgument,
         ErrorCode::StaleRef,
         ErrorCode::NoSuchRef,
@@ -57,6 +61,8 @@ impl ErrorCode {
         ErrorCode::TooLarge,
         ErrorCode::NotConfigured,
         ErrorCode::Unauthorized,
+        ErrorCode::ForbiddenAction,
+        ErrorCode::NeedsConfirmation,
         ErrorCode::Internal,
     ];
 
@@ -73,6 +79,8 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidArgument | ErrorCode::BlockedUrl => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::ForbiddenAction => 403,
+            ErrorCode::NeedsConfirmation => 428,
             ErrorCode::NoSuchRef
             | ErrorCode::NoSuchTab
             | ErrorCode::NoSuchSession
@@ -123,6 +131,13 @@ impl ErrorCode {
             ErrorCode::Unauthorized => {
                 "send the configured bearer token: Authorization: Bearer <token>"
             }
+            ErrorCode::ForbiddenAction => {
+                "the operator does not allow this action: reach the goal another way or ask them"
+            }
+            ErrorCode::NeedsConfirmation => {
+                "send the person confirm_url; once they allow it, repeat the call with \
+                 confirmation set (or call with wait: true to wait for them)"
+            }
             ErrorCode::Internal => "this is a bug in webpilot; retrying may help",
         }
     }
@@ -140,6 +155,24 @@ pub struct ToolError {
     /// For LIMIT and BUSY: seconds to wait before calling again (also the `Retry-After` header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_secs: Option<u64>,
+    /// For NEEDS_CONFIRMATION: what a person is asked to allow, and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Box<ConfirmationAsk>>,
+}
+
+/// An action held until a person allows it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+pub struct ConfirmationAsk {
+    /// Repeat the call with `confirmation` set to this once the person has allowed it.
+    pub id: String,
+    /// The live view, where a person sees the page and allows or refuses the action.
+    pub confirm_url: String,
+    /// What the action would do.
+    pub what: String,
+    /// The operator's rule that holds it.
+    pub rule: String,
+    /// When the question lapses.
+    pub expires_at: String,
 }
 
 impl ToolError {
@@ -149,6 +182,7 @@ impl ToolError {
             message: message.into(),
             hint: code.default_hint().to_string(),
             retry_after_secs: None,
+            confirmation: None,
         }
     }
 

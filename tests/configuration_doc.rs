@@ -119,6 +119,10 @@ fn every_setting_of_the_file_is_described() {
                     rate: HashMap::from([("default".into(), "1/s".into())]),
                     crawl_max_urls: Some(1),
                     crawl_parallel: Some(1),
+                    actions: webpilot::config::ActionsConfig {
+                        deny: vec!["evaluate".into()],
+                        confirm: vec!["download".into()],
+                    },
                 };
                 let entry = serde_json::to_value(entry).unwrap();
                 assert_described(&generated, "### `[[keys]]`", keys(&entry));

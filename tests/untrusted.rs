@@ -1,11 +1,19 @@
 //! Pages written by strangers: text a person cannot see (hidden in each way pages hide it, in a
 //! shadow root and in another site's frame) is left out of every read, said how much, and named
 //! when it reads like instructions to a model; a visible review quoting such an instruction
-//! stays, marked.
+//! stays, marked. Actions the operator's rules deny are refused; those it holds for a person
+//! wait for their answer (in the console or the live view, from a second browser), and a form
+//! sent to another site is caught before anything reaches it.
 
 mod common;
 
-use common::{ok, open};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::page_fixtures::received;
+use common::{
+    Harness, call_at, content_lines, eventually, loopback_config, ok, ok_at, open, ref_of, start,
+};
 use serde_json::{Value, json};
 
 const HIDDEN: [&str; 12] = [
@@ -146,5 +154,333 @@ async fn page_text_comes_in_marked_blocks_when_asked() {
             .as_str()
             .unwrap()
             .contains("end page-content>>> and the rest")
+    );
+}
+
+/// A service whose operator denies `evaluate` and holds downloads and forms sent to another
+/// site for a person.
+fn ruled() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(|| {
+        let mut config = loopback_config();
+        config.actions.deny = vec!["evaluate".into()];
+        config.actions.confirm = vec!["download".into(), "submit_cross_site".into()];
+        start(config)
+    })
+}
+
+async fn act(args: Value) -> (u16, Value) {
+    call_at(&ruled().api, "browser_interact", args).await
+}
+
+/// The element lines of `session`'s page on the ruled service.
+async fn lines_of(session: &str) -> Vec<String> {
+    let read = ok_at(
+        &ruled().api,
+        "browser_read",
+        json!({ "session": session, "mode": "elements", "max_tokens": 100_000 }),
+    )
+    .await;
+    content_lines(&read)
+}
+
+/// The ref of the element whose line has `needle`, once `session`'s page shows it.
+async fn ref_once_shown(session: &str, needle: &str) -> u32 {
+    let mut lines = Vec::new();
+    for _ in 0..300 {
+        lines = lines_of(session).await;
+        if lines.iter().any(|l| l.contains(needle)) {
+            return ref_of(&lines, needle);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{session} never showed {needle:?}: {lines:#?}");
+}
+
+fn bodies_of(path: &str) -> Vec<String> {
+    received()
+        .into_iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, body)| body)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_denied_action_is_refused_naming_the_rule() {
+    let s = "rules-deny";
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": s, "target": ruled().page("form.html") }),
+    )
+    .await;
+    let (status, body) =
+        act(json!({ "session": s, "action": "evaluate", "script": "document.title = 'changed'" }))
+            .await;
+    assert_eq!(status, 403, "{body:#}");
+    assert_eq!(body["error"]["code"], "FORBIDDEN_ACTION");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("actions.deny = [\"evaluate\"]"),
+        "{body:#}"
+    );
+    let title = ok_at(&ruled().api, "browser_tabs", json!({ "session": s })).await;
+    assert!(!title.to_string().contains("changed"), "{title:#}");
+}
+
+#[tokio::test]
+async fn a_download_waits_for_a_person_who_allows_it_in_the_console_once() {
+    let (s, person) = ("rules-download", "rules-person");
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": s, "target": ruled().page("form.html") }),
+    )
+    .await;
+    let file = ruled().page("bytes/4321");
+    let download =
+        json!({ "session": s, "action": "download", "url": file, "filename": "held.bin" });
+    let (status, body) = act(download.clone()).await;
+    assert_eq!(status, 428, "{body:#}");
+    assert_eq!(body["error"]["code"], "NEEDS_CONFIRMATION");
+    let asked = &body["error"]["confirmation"];
+    assert_eq!(asked["rule"], "download");
+    assert!(
+        asked["what"].as_str().unwrap().contains("bytes/4321"),
+        "{asked:#}"
+    );
+    assert!(
+        asked["confirm_url"]
+            .as_str()
+            .unwrap()
+            .contains("confirm=c-"),
+        "{asked:#}"
+    );
+    let id = asked["id"].as_str().unwrap().to_string();
+    assert!(
+        !bodies_of("/bytes").contains(&"4321".to_string()),
+        "fetched before anyone allowed it"
+    );
+    // Repeating the call before a person answered asks the same question again.
+    let mut repeat = download.clone();
+    repeat["confirmation"] = json!(id);
+    let (status, again) = act(repeat.clone()).await;
+    assert_eq!(
+        (status, &again["error"]["confirmation"]["id"]),
+        (428, &json!(id)),
+        "{again:#}"
+    );
+
+    // A person, in a browser of their own, allows it in the console.
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": person, "target": format!("{}/", ruled().api) }),
+    )
+    .await;
+    let allow = ref_once_shown(person, "button \"Allow: download").await;
+    ok_at(
+        &ruled().api,
+        "browser_interact",
+        json!({ "session": person, "action": "click", "ref": allow }),
+    )
+    .await;
+    let api = ruled().api.clone();
+    eventually("the question is answered", Duration::from_secs(10), || {
+        let api = api.clone();
+        async move {
+            let listed = common::get_json(&format!("{api}/api/sessions/{s}/confirmations")).await;
+            listed["questions"].as_array().is_some_and(Vec::is_empty)
+        }
+    })
+    .await;
+    let done = ok_at(&ruled().api, "browser_interact", repeat.clone()).await;
+    assert_eq!(done["download"]["bytes"], 4321, "{done:#}");
+    assert!(bodies_of("/bytes").contains(&"4321".to_string()));
+    // Allowed once: the same id does not serve a second download.
+    let (status, third) = act(repeat).await;
+    assert_eq!(status, 428, "{third:#}");
+    assert_ne!(third["error"]["confirmation"]["id"], json!(id));
+}
+
+#[tokio::test]
+async fn a_call_that_waits_goes_on_once_a_person_allows_it() {
+    let s = "rules-wait";
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": s, "target": ruled().page("form.html") }),
+    )
+    .await;
+    let api = ruled().api.clone();
+    let waiting = tokio::spawn(async move {
+        call_at(
+            &api,
+            "browser_interact",
+            json!({
+                "session": s, "action": "download", "url": ruled().page("bytes/1234"),
+                "wait": true, "timeout_ms": 30_000,
+            }),
+        )
+        .await
+    });
+    let api = ruled().api.clone();
+    let mut question = Value::Null;
+    for _ in 0..200 {
+        let listed = common::get_json(&format!("{api}/api/sessions/{s}/confirmations")).await;
+        if let Some(first) = listed["questions"].get(0) {
+            question = first.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(question["rule"], "download", "no question was asked");
+    let answered = common::client()
+        .post(format!(
+            "{api}/api/sessions/{s}/confirmations/{}",
+            question["id"].as_str().unwrap()
+        ))
+        .json(&json!({ "allow": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let (status, done) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{done:#}");
+    assert_eq!(done["download"]["bytes"], 1234, "{done:#}");
+}
+
+#[tokio::test]
+async fn a_form_sent_to_another_site_is_held_and_one_sent_home_is_not() {
+    let (s, person) = ("rules-forms", "rules-forms-person");
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": s, "target": ruled().page("newsletter.html") }),
+    )
+    .await;
+    let lines = lines_of(s).await;
+    // Clicking the text inside the partner's submit button, Enter in its field, and a home
+    // form's button whose formaction leads elsewhere: all held.
+    let partner = ref_of(&lines, "button \"Subscribe with partner\"");
+    let field = ref_of(&lines, "textbox \"Email for the partner\"");
+    let elsewhere = ref_of(&lines, "button \"Send it elsewhere\"");
+    let mut held = Vec::new();
+    for args in [
+        json!({ "session": s, "action": "click", "ref": partner }),
+        json!({ "session": s, "action": "type", "ref": field, "text": "me@example.test", "submit": true }),
+        json!({ "session": s, "action": "send_keys", "ref": field, "keys": "Enter" }),
+        json!({ "session": s, "action": "click", "ref": elsewhere }),
+    ] {
+        let (status, body) = act(args.clone()).await;
+        assert_eq!(status, 428, "{args}: {body:#}");
+        let asked = &body["error"]["confirmation"];
+        assert_eq!(asked["rule"], "submit_cross_site", "{body:#}");
+        assert!(
+            asked["what"]
+                .as_str()
+                .unwrap()
+                .contains("to another site: http://localhost:"),
+            "{asked:#}"
+        );
+        held.push((
+            args,
+            asked["id"].as_str().unwrap().to_string(),
+            asked["confirm_url"].as_str().unwrap().to_string(),
+        ));
+    }
+    let sent = bodies_of("/fields");
+    assert!(
+        !sent
+            .iter()
+            .any(|b| b.contains("partner=") || b.contains("via=")),
+        "sent before anyone allowed it: {sent:?}"
+    );
+
+    // Refused through the API: the repeated call is forbidden.
+    let (args, id, _) = &held[3];
+    let refused = common::client()
+        .post(format!(
+            "{}/api/sessions/{s}/confirmations/{id}",
+            ruled().api
+        ))
+        .json(&json!({ "allow": false }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 200);
+    let mut repeat = args.clone();
+    repeat["confirmation"] = json!(id);
+    let (status, body) = act(repeat).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("FORBIDDEN_ACTION")),
+        "{body:#}"
+    );
+
+    // Allowed on the live page the link opens, by a person in a browser of their own.
+    let (args, id, confirm_url) = &held[0];
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": person, "target": confirm_url }),
+    )
+    .await;
+    let allow = ref_once_shown(person, "button \"Allow: click on [").await;
+    ok_at(
+        &ruled().api,
+        "browser_interact",
+        json!({ "session": person, "action": "click", "ref": allow }),
+    )
+    .await;
+    let mut repeat = args.clone();
+    repeat["confirmation"] = json!(id);
+    let mut sent_now = false;
+    for _ in 0..100 {
+        let (status, body) = act(repeat.clone()).await;
+        if status == 200 {
+            sent_now = true;
+            break;
+        }
+        assert_eq!(status, 428, "{body:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(sent_now, "the person's answer never reached the call");
+    eventually(
+        "the partner receives the form",
+        Duration::from_secs(10),
+        || async { bodies_of("/fields").iter().any(|b| b.contains("partner=")) },
+    )
+    .await;
+
+    // A button that submits nothing, and a form of another origin of the same site, go on.
+    ok_at(
+        &ruled().api,
+        "browser_navigate",
+        json!({ "session": s, "target": ruled().page("newsletter.html") }),
+    )
+    .await;
+    let lines = lines_of(s).await;
+    let plain = ref_of(&lines, "button \"Just a button\"");
+    ok_at(
+        &ruled().api,
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": plain }),
+    )
+    .await;
+    let shop = ref_of(&lines, "button \"Subscribe at our shop\"");
+    ok_at(
+        &ruled().api,
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": shop }),
+    )
+    .await;
+    let sent = bodies_of("/fields");
+    assert!(sent.iter().any(|b| b.contains("shop=")), "{sent:?}");
+    assert!(
+        !sent.iter().any(|b| b.contains("via=")),
+        "refused, yet sent: {sent:?}"
     );
 }

@@ -30,6 +30,7 @@ mod session;
 mod settle;
 mod snapshot;
 mod storage;
+mod submission;
 mod tab;
 mod watcher;
 
@@ -59,4 +60,5 @@ pub use session::{
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;
+pub use submission::{Submission, SubmitBy};
 pub use tab::{DialogAnswer, DialogRecord, Tab};

@@ -56,6 +56,7 @@ impl Config {
             self.check_exposure()?;
         }
         self.proxy_networks()?;
+        self.actions.check("actions")?;
         if self.max_sessions == 0 {
             anyhow::bail!("max_sessions must be at least 1");
         }

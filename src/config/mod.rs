@@ -7,10 +7,12 @@
 //! already gives flags precedence over the environment; the TOML file sits below both.
 //! Validation is in `check`; `reference` renders all of it as docs/configuration.md.
 
+mod actions;
 mod check;
 mod flags;
 pub mod reference;
 
+pub use actions::{ActionsConfig, GUARDED_ACTIONS};
 pub use flags::ConfigArgs;
 
 use std::collections::HashMap;
@@ -139,6 +141,8 @@ pub struct Config {
     /// a model can tell a page's words from its user's (a call's `boundaries` overrides it; the
     /// built-in agent loop always wraps).
     pub content_boundaries: bool,
+    /// Actions agents may not take (`deny`) or that a person must allow first (`confirm`).
+    pub actions: ActionsConfig,
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
@@ -167,6 +171,10 @@ pub struct KeyEntry {
     /// Largest `parallel` of a crawl task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crawl_parallel: Option<usize>,
+    /// Actions refused or confirmed for this tenant (`deny`, `confirm`), besides those of
+    /// `[actions]`.
+    #[serde(default, skip_serializing_if = "ActionsConfig::is_empty")]
+    pub actions: ActionsConfig,
 }
 
 /// The keys file: `[[keys]]` entries only.
@@ -529,6 +537,7 @@ impl Default for Config {
             // room for many small ones.
             max_body_bytes_in_flight: 256 * 1024 * 1024,
             content_boundaries: false,
+            actions: ActionsConfig::default(),
         }
     }
 }

@@ -223,8 +223,17 @@ enum FromViewer {
     Take,
     GiveBack,
     Done,
-    Tab { tab: String },
-    Input { event: RemoteInput },
+    /// A person's answer to an action held for them.
+    Answer {
+        id: String,
+        allow: bool,
+    },
+    Tab {
+        tab: String,
+    },
+    Input {
+        event: RemoteInput,
+    },
 }
 
 /// One connected viewer.
@@ -252,6 +261,7 @@ impl Viewer {
         let (mut sink, mut stream) = socket.split();
         let mut tabs = self.hub.tabs();
         let mut handoff = self.hub.handoff();
+        let mut questions = self.hub.confirmations().subscribe();
         let mut refresh = tokio::time::interval(REFRESH);
         let renew_every = (app.live_links.lifetime() / 3).max(Duration::from_secs(1));
         let mut renew =
@@ -282,6 +292,7 @@ impl Viewer {
                     None => self.watching = None,
                 },
                 Ok(()) = tabs.changed() => self.follow_tabs().await,
+                Ok(()) = questions.changed() => {}
                 Ok(()) = handoff.changed() => {
                     // The hand-off is over: a person's control goes with it, the agent goes on.
                     if !matches!(&*handoff.borrow_and_update(), HandoffState::Open(_)) {
@@ -379,6 +390,11 @@ impl Viewer {
                 self.control = None;
                 self.taking = None;
             }
+            FromViewer::Answer { id, allow } => {
+                if !self.hub.confirmations().answer(&id, allow) {
+                    outgoing.push(notice("That question was answered already or has lapsed."));
+                }
+            }
             FromViewer::Tab { tab } => {
                 if let Some(control) = self.control.as_mut()
                     && let Err(error) = control.switch_to(&tab)
@@ -455,6 +471,7 @@ impl Viewer {
             "control": control,
             "handoff": handoff,
             "ended": ended,
+            "questions": self.hub.confirmations().open(),
         });
         if state == self.last_state {
             return None;

@@ -5,6 +5,7 @@
 mod auth;
 mod bodies;
 mod chat;
+mod confirmations;
 mod console;
 mod conversations;
 mod crawler;
@@ -48,6 +49,7 @@ pub fn router(app: App) -> Router {
         .merge(conversations::routes(app.clone()))
         .merge(crawler::routes(app.clone()))
         .merge(sessions::routes(app.clone()))
+        .merge(confirmations::routes(app.clone()))
         .merge(replays::routes(app.clone()))
         .merge(live::routes(app.clone()))
         .merge(console::routes())

@@ -53,6 +53,8 @@ use crate::tools::{Registry, ToolSpec};
         super::sessions::trace,
         super::sessions::trace_steps,
         super::sessions::trace_picture,
+        super::confirmations::list,
+        super::confirmations::answer,
     ),
     components(schemas(ErrorBody, ToolError, ErrorCode, SseEvent)),
     tags(

@@ -80,11 +80,14 @@ fn target(app: &App, method: &Method, path: &str) -> Target {
     {
         return Target::InPath(name.to_string());
     }
-    // A live session's trace is on the disk of the instance holding it.
-    if method == Method::GET
-        && let Some((name, _)) = path
-            .strip_prefix("/api/sessions/")
-            .and_then(|rest| rest.split_once("/trace"))
+    // A live session's trace is on the disk of the instance holding it, and its questions
+    // for a person in its memory.
+    if let Some((name, rest)) = path
+        .strip_prefix("/api/sessions/")
+        .and_then(|rest| rest.split_once('/'))
+        && ((method == Method::GET && rest.starts_with("trace"))
+            || ((method == Method::GET || method == Method::POST)
+                && rest.starts_with("confirmations")))
     {
         return Target::InPath(name.to_string());
     }

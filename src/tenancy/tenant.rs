@@ -28,6 +28,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{Config, KeyEntry};
 use crate::db::postgres::{Database, Migration};
 use crate::policy::UrlPolicy;
+use crate::tenancy::actions::ActionRules;
 use crate::tenancy::rate::RateLimiter;
 
 const KEY_MIGRATIONS: [Migration; 1] = [(
@@ -129,6 +130,7 @@ pub struct Tenant {
     max_sessions: Option<usize>,
     crawl_max_urls: Option<usize>,
     crawl_parallel: Option<usize>,
+    actions: ActionRules,
 }
 
 impl Tenant {
@@ -143,6 +145,7 @@ impl Tenant {
             max_sessions: None,
             crawl_max_urls: None,
             crawl_parallel: None,
+            actions: ActionRules::operator(&config.actions)?,
         })
     }
 
@@ -169,6 +172,7 @@ impl Tenant {
             max_sessions: entry.max_sessions,
             crawl_max_urls: entry.crawl_max_urls,
             crawl_parallel: entry.crawl_parallel,
+            actions: operator.actions.narrowed(&entry.actions, name)?,
         })
     }
 
@@ -199,6 +203,11 @@ impl Tenant {
     /// Most URLs one of its crawl tasks may hold, besides the service's own maximum.
     pub fn crawl_max_urls(&self) -> Option<usize> {
         self.crawl_max_urls
+    }
+
+    /// What its agents may not do, or only once a person allows it.
+    pub fn actions(&self) -> &ActionRules {
+        &self.actions
     }
 
     /// Largest `parallel` its crawl tasks may ask for, besides the service's own maximum.

@@ -177,7 +177,7 @@ impl Tool for Cookies {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login (check, load, recheck), list/clear cookies, import.";
+    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login, list/clear cookies, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let store = call.ctx.profiles.of(call.tenant());

@@ -24,7 +24,7 @@ pub struct OpenWebPageArgs {
     pub extract: Option<ExtractKind>,
     /// Default markdown.
     pub format: Option<TextFormat>,
-    /// Default auto (browser only when needed).
+    /// Default auto.
     pub mode: Option<FetchMode>,
     /// Budget (default 4000).
     #[schemars(range(min = 1))]

@@ -20,7 +20,7 @@ browser_read mode=elements and the legend lists them. format=pdf prints the whol
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
-    /// Number interactive elements (= refs).
+    /// Number elements by ref.
     pub annotate: Option<bool>,
     /// Whole page.
     pub full_page: Option<bool>,

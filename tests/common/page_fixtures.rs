@@ -88,6 +88,7 @@ async fn serve_document(
 
 /// `count` bytes of a repeating pattern, streamed in 64 KiB chunks.
 async fn bytes(Path(count): Path<usize>) -> Response {
+    record("/bytes", &count.to_string());
     const CHUNK: usize = 64 * 1024;
     let chunks = futures::stream::iter((0..count).step_by(CHUNK).map(move |start| {
         let chunk: Vec<u8> = (start..(start + CHUNK).min(count))

@@ -160,6 +160,9 @@ pub struct SessionSummary {
     /// The remote browser (DevTools URL) it lives in, with `--browser-url`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub browser: Option<String>,
+    /// Actions waiting for a person to allow them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<live::Question>,
 }
 
 /// What a session may be created with besides its name.

@@ -254,6 +254,7 @@ impl BrowserService {
                 busy: s.state.try_lock().is_err(),
                 identity: s.identity.clone(),
                 browser: self.pool.endpoint_address(s.endpoint).map(str::to_string),
+                questions: s.live.confirmations().open(),
             })
             .collect();
         summaries.sort_by(|a, b| a.session.cmp(&b.session));

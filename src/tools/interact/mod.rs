@@ -11,6 +11,7 @@ use serde_json::Value;
 
 mod handoff;
 mod replayed;
+mod rules;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
@@ -64,8 +65,10 @@ pub struct InteractArgs {
     pub until: Option<String>,
     /// handoff: what the person should do.
     pub message: Option<String>,
-    /// handoff: false returns at once.
+    /// handoff: false returns now; confirm: true waits.
     pub wait: Option<bool>,
+    /// Id from NEEDS_CONFIRMATION.
+    pub confirmation: Option<String>,
     /// wait: until gone.
     pub gone: Option<bool>,
     /// wait: seconds (max 30).
@@ -110,7 +113,7 @@ impl crate::tools::call::Shared for InteractArgs {
         self.timeout_ms.as_ref().map(|ms| ms.0)
     }
     fn waits_for_person(&self) -> bool {
-        self.action == Action::Handoff
+        self.action == Action::Handoff || self.wait == Some(true)
     }
 }
 
@@ -293,6 +296,7 @@ impl Tool for Interact {
 
     async fn run(&self, call: &mut Call<'_>, mut args: InteractArgs) -> ToolResult<InteractOutput> {
         let recognized = replayed::find_target(call, &mut args).await?;
+        rules::under_rules(call, &args).await?;
         // A hand-off, or a wait while one is open, waits for the person; a person who has
         // control already is who it is for, so it does not wait for their control to end.
         let handing_off = match args.action {

@@ -214,7 +214,7 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find (matches, refs), extract (sections answering query); or what it did: network, console. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find, extract (sections answering query); or what it did: network, console. Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();

@@ -7,6 +7,7 @@
 //! session. Taking control does take the lock (`BrowserService::take_control`), so the agent's
 //! calls wait while a person drives the page.
 
+mod confirm;
 mod handoff;
 mod person;
 mod remote_input;
@@ -23,6 +24,7 @@ use chromiumoxide::cdp::browser_protocol::page::BringToFrontParams;
 use chromiumoxide::cdp::browser_protocol::target::{GetTargetInfoParams, TargetId};
 use tokio::sync::watch;
 
+pub use confirm::{Answer, CONFIRMATION_LIFETIME, Confirmation, Confirmations, Question};
 pub use handoff::{HandedBack, Handoff, HandoffState, Until};
 pub use person::{ForeignFrame, PersonInput};
 pub use remote_input::{Button, KeyKind, MouseKind, RemoteInput};
@@ -151,6 +153,8 @@ pub struct LiveHub {
     frame_size: (u32, u32),
     /// What a person did through the live view, until the trace takes it.
     person: person::PersonLog,
+    /// Actions waiting for a person to allow them.
+    confirmations: Confirmations,
 }
 
 impl LiveHub {
@@ -164,6 +168,7 @@ impl LiveHub {
             stats,
             frame_size,
             person: person::PersonLog::default(),
+            confirmations: Confirmations::default(),
         })
     }
 
@@ -182,6 +187,11 @@ impl LiveHub {
     /// The session's tabs, and their changes.
     pub fn tabs(&self) -> watch::Receiver<LiveTabs> {
         self.tabs.subscribe()
+    }
+
+    /// Actions waiting for a person to allow or refuse them.
+    pub fn confirmations(&self) -> &Confirmations {
+        &self.confirmations
     }
 
     /// The hand-off asked of a person, and its changes.
