@@ -218,6 +218,66 @@ async fn scroll_loads_more_items_on_an_infinite_page() {
     );
 }
 
+/// A scroll lists only what came into view (new or scrolled to): not what was in view already,
+/// nor the posts the feed fetched below the fold, which are only counted.
+#[tokio::test]
+async fn a_scroll_lists_only_what_came_into_view() {
+    let s = "act-scroll-view";
+    open(s, "feed.html").await;
+    common::eventually("the first posts", Duration::from_secs(5), || async {
+        common::page_text(s).await.contains("20 posts")
+    })
+    .await;
+    let in_view = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .take_while(|l| !l.starts_with("-- off-screen"))
+            .cloned()
+            .collect()
+    };
+    let before = element_lines(s).await;
+    let fetched_before = common::page_fixtures::received()
+        .iter()
+        .filter(|(path, _)| path == "/feed")
+        .count();
+    let scrolled = act(
+        s,
+        json!({ "action": "scroll", "direction": "down", "amount": 600 }),
+    )
+    .await;
+    let after = element_lines(s).await;
+    assert!(
+        common::page_fixtures::received()[..]
+            .iter()
+            .filter(|(path, _)| path == "/feed")
+            .count()
+            > fetched_before,
+        "the feed fetched its next page"
+    );
+    let (seen_before, seen_after) = (in_view(&before), in_view(&after));
+    let came: Vec<&str> = seen_after
+        .iter()
+        .filter(|line| !seen_before.contains(line))
+        .map(String::as_str)
+        .collect();
+    let added: Vec<&str> = scrolled["added"].as_str().unwrap_or("").lines().collect();
+    assert!(!came.is_empty(), "{after:#?}");
+    assert_eq!(added, came, "{scrolled:#}");
+    assert_eq!(scrolled["elements_added"], came.len(), "{scrolled:#}");
+    let offscreen_new = scrolled["elements_offscreen_added"].as_u64().unwrap_or(0);
+    assert!(offscreen_new > 0, "the fetched posts below: {scrolled:#}");
+    assert!(
+        !scrolled["added"].as_str().unwrap().contains("Post 40\""),
+        "{scrolled:#}"
+    );
+    let listed = after.len() - 1; // less the off-screen header
+    let told = came.len() as u64 + offscreen_new + scrolled["elements_unchanged"].as_u64().unwrap();
+    assert_eq!(
+        told, listed as u64,
+        "every element is added, counted or unchanged"
+    );
+}
+
 #[tokio::test]
 async fn wait_for_text_that_appears_after_a_second() {
     let s = "act-wait";

@@ -484,3 +484,116 @@ async fn a_form_sent_to_another_site_is_held_and_one_sent_home_is_not() {
         "refused, yet sent: {sent:?}"
     );
 }
+
+/// What the consent fixtures told the server for run `run`.
+fn choices_of(run: &str) -> Vec<String> {
+    bodies_of("/consent")
+        .into_iter()
+        .filter(|body| body.starts_with(&format!("run={run}&")))
+        .collect()
+}
+
+async fn cookies_of(session: &str) -> String {
+    let value = ok(
+        "browser_interact",
+        json!({ "session": session, "action": "evaluate", "script": "document.cookie" }),
+    )
+    .await;
+    value["value"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_consent_banner_on_the_page_is_rejected_by_default_and_left_when_asked() {
+    let s = "consent-banner";
+    let page = common::harness().page("consent-banner.html?run=banner-reject");
+    let opened = ok("browser_navigate", json!({ "session": s, "target": page })).await;
+    assert_eq!(opened["consent"]["cmp"], "didomi", "{opened:#}");
+    assert_eq!(opened["consent"]["action"], "rejected", "{opened:#}");
+    assert!(opened["consent"].get("frame").is_none());
+    assert_eq!(
+        choices_of("banner-reject"),
+        ["run=banner-reject&cmp=didomi&choice=rejected"]
+    );
+    let cookies = cookies_of(s).await;
+    assert!(cookies.contains("didomi_token=no-purposes"), "{cookies}");
+    assert!(
+        !opened["elements"]
+            .as_str()
+            .unwrap()
+            .contains("Agree and close"),
+        "{opened:#}"
+    );
+
+    let page = common::harness().page("consent-banner.html?run=banner-leave");
+    let left = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": page, "consent": "leave" }),
+    )
+    .await;
+    assert!(left.get("consent").is_none(), "{left:#}");
+    assert!(
+        left["elements"]
+            .as_str()
+            .unwrap()
+            .contains("Disagree and close"),
+        "{left:#}"
+    );
+    assert!(choices_of("banner-leave").is_empty());
+
+    let page = common::harness().page("consent-banner.html?run=banner-accept");
+    let accepted = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": page, "consent": "accept" }),
+    )
+    .await;
+    assert_eq!(accepted["consent"]["action"], "accepted", "{accepted:#}");
+    assert_eq!(
+        choices_of("banner-accept"),
+        ["run=banner-accept&cmp=didomi&choice=accepted"]
+    );
+}
+
+#[tokio::test]
+async fn a_tcf_dialog_in_another_site_s_frame_is_rejected_and_left_when_asked() {
+    let s = "consent-frame";
+    let page = common::harness().page("consent-frame.html?run=frame-reject");
+    let opened = ok("browser_navigate", json!({ "session": s, "target": page })).await;
+    assert_eq!(opened["consent"]["cmp"], "Sourcepoint-frame", "{opened:#}");
+    assert_eq!(opened["consent"]["action"], "rejected", "{opened:#}");
+    assert!(
+        opened["consent"]["frame"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://localhost:"),
+        "{opened:#}"
+    );
+    eventually(
+        "the page tells the server",
+        Duration::from_secs(5),
+        || async { !choices_of("frame-reject").is_empty() },
+    )
+    .await;
+    assert_eq!(
+        choices_of("frame-reject"),
+        ["run=frame-reject&cmp=sourcepoint&choice=rejected"]
+    );
+    let cookies = cookies_of(s).await;
+    assert!(
+        cookies.contains("euconsent-v2=CQ_REJECTED_NO_PURPOSES"),
+        "{cookies}"
+    );
+
+    let page = common::harness().page("consent-frame.html?run=frame-leave");
+    let left = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": page, "consent": "leave" }),
+    )
+    .await;
+    assert!(left.get("consent").is_none(), "{left:#}");
+    let text = ok("browser_read", json!({ "session": s, "mode": "text" })).await;
+    assert!(
+        text["content"].as_str().unwrap().contains("812 partners"),
+        "{text:#}"
+    );
+    assert!(choices_of("frame-leave").is_empty());
+}

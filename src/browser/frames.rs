@@ -187,6 +187,15 @@ impl Frames {
             .map(RemoteFrame::doc)
     }
 
+    /// Every out-of-process frame still attached.
+    pub(crate) fn remote_docs(&self) -> Vec<Doc> {
+        self.registry()
+            .frames
+            .iter()
+            .map(RemoteFrame::doc)
+            .collect()
+    }
+
     /// Out-of-process frames whose owner element lives in `holder`.
     pub(crate) fn remote_children(&self, holder: &Holder) -> Vec<Doc> {
         self.registry()

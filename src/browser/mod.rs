@@ -9,6 +9,7 @@ mod annotate;
 pub use admission::{AdmissionStats, REPORTED_WAIT};
 pub use annotate::role_colour;
 mod capture;
+mod consent;
 mod content;
 mod download;
 mod fill;
@@ -36,6 +37,7 @@ mod watcher;
 
 pub use crate::egress::Blocked;
 pub use capture::{ImageKind, LegendEntry, Picture, Shot};
+pub use consent::{ConsentAction, ConsentAnswer};
 pub use content::{Concealed, FindHit, Form, PageWarning, Scope};
 pub use download::Downloaded;
 pub use fill::{FieldCheck, Filled, ValueMismatch};
@@ -58,7 +60,7 @@ pub use session::{
     Turn,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
-pub use snapshot::{Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
+pub use snapshot::{ChangesIn, Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;
 pub use submission::{Submission, SubmitBy};
 pub use tab::{DialogAnswer, DialogRecord, Tab};

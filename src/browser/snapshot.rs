@@ -22,9 +22,16 @@ pub(crate) struct RefBook {
     next: u32,
     /// Refs issued inside foreign frames, and the frame (its key) that owns each.
     frame_refs: HashMap<u32, String>,
-    /// The lines of the latest full element list by ref, to tell what an action added, changed
-    /// or removed.
-    last_listed: HashMap<u32, String>,
+    /// The latest full element list by ref, to tell what an action added, changed or removed,
+    /// and what a scroll brought into view.
+    last_listed: HashMap<u32, Listed>,
+}
+
+/// How an element was last listed.
+#[derive(Debug, PartialEq)]
+struct Listed {
+    line: String,
+    offscreen: bool,
 }
 
 impl Default for RefBook {
@@ -178,7 +185,8 @@ impl ElementList {
 /// same element, so an element whose line differs changed (its state, value or name).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ElementChanges {
-    /// Lines of elements that were not in the previous list.
+    /// Lines of elements that were not in the previous list (`ChangesIn::View`: elements in view
+    /// now that were not, new or scrolled to).
     pub added: Vec<String>,
     /// Lines of elements whose line is not what it was.
     pub changed: Vec<String>,
@@ -186,6 +194,18 @@ pub struct ElementChanges {
     pub removed: Vec<u32>,
     /// Elements listed the same as before.
     pub unchanged: usize,
+    /// `ChangesIn::View`: new elements still off-screen, not listed until they come into view.
+    pub offscreen_added: usize,
+}
+
+/// Where changes are worth telling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangesIn {
+    /// Every element's: after an action that may change the page.
+    Page,
+    /// Only what is in view: after a scroll, what came into view (new or scrolled to) and what
+    /// changed there; the rest is counted.
+    View,
 }
 
 impl ElementChanges {
@@ -198,14 +218,33 @@ impl ElementChanges {
             let refs: Vec<String> = self.removed.iter().map(|r| format!("[{r}]")).collect();
             lines.push(format!("- {}", refs.join(" ")));
         }
+        if self.offscreen_added > 0 {
+            lines.push(format!("+ {} more off-screen", self.offscreen_added));
+        }
         lines.push(format!("= {} unchanged", self.unchanged));
         lines
+    }
+
+    /// Sorts one element of the new list against how it was listed before.
+    fn note(&mut self, element: &Element, before: Option<&Listed>, scope: ChangesIn) {
+        let line = element.line();
+        let was_in_view = before.is_some_and(|b| !b.offscreen);
+        match (scope, before) {
+            (ChangesIn::View, _) if element.offscreen => match before {
+                None => self.offscreen_added += 1,
+                Some(_) => self.unchanged += 1,
+            },
+            (ChangesIn::View, _) if !was_in_view => self.added.push(line),
+            (_, None) => self.added.push(line),
+            (_, Some(was)) if was.line != line => self.changed.push(line),
+            _ => self.unchanged += 1,
+        }
     }
 }
 
 impl Tab {
     /// Lists the elements again and compares with the previous full list.
-    pub async fn element_changes(&mut self) -> ToolResult<ElementChanges> {
+    pub async fn element_changes(&mut self, scope: ChangesIn) -> ToolResult<ElementChanges> {
         let before = std::mem::take(&mut self.refs.last_listed);
         let list = match self.elements(None).await {
             Ok(list) => list,
@@ -217,12 +256,7 @@ impl Tab {
         let mut changes = ElementChanges::default();
         let now: HashSet<u32> = list.elements.iter().map(|e| e.ref_id).collect();
         for element in &list.elements {
-            let line = element.line();
-            match before.get(&element.ref_id) {
-                None => changes.added.push(line),
-                Some(was) if *was != line => changes.changed.push(line),
-                Some(_) => changes.unchanged += 1,
-            }
+            changes.note(element, before.get(&element.ref_id), scope);
         }
         changes.removed = before
             .keys()
@@ -299,7 +333,16 @@ impl Tab {
         // Visible first; the sort is stable, so document order holds within each group.
         elements.sort_by_key(|e| e.offscreen);
         if selector.is_none() {
-            self.refs.last_listed = elements.iter().map(|e| (e.ref_id, e.line())).collect();
+            self.refs.last_listed = elements
+                .iter()
+                .map(|e| {
+                    let listed = Listed {
+                        line: e.line(),
+                        offscreen: e.offscreen,
+                    };
+                    (e.ref_id, listed)
+                })
+                .collect();
         }
         Ok(ElementList { elements, scroll })
     }

@@ -143,6 +143,20 @@ pub struct Config {
     pub content_boundaries: bool,
     /// Actions agents may not take (`deny`) or that a person must allow first (`confirm`).
     pub actions: ActionsConfig,
+    /// What a navigation does about consent dialogs (cookie walls) of known consent platforms
+    /// and generic patterns: `reject` what can be refused, `accept`, or `leave` them (a call's
+    /// `consent` overrides it).
+    pub consent: ConsentChoice,
+}
+
+/// What to answer a consent dialog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsentChoice {
+    #[default]
+    Reject,
+    Accept,
+    Leave,
 }
 
 /// One key of the keys file: the tenant it opens, the key's SHA-256 and the tenant's limits.
@@ -538,6 +552,7 @@ impl Default for Config {
             max_body_bytes_in_flight: 256 * 1024 * 1024,
             content_boundaries: false,
             actions: ActionsConfig::default(),
+            consent: ConsentChoice::Reject,
         }
     }
 }

@@ -6,12 +6,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, TimeoutMs, Tool};
-use crate::browser::{Arrival, Destination, PageEvents};
+use crate::browser::{Arrival, ConsentAction, ConsentAnswer, Destination, PageEvents};
+use crate::config::ConsentChoice;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
 
 /// Token budget of the element list included in a navigation result.
 const INLINE_ELEMENTS_TOKENS: usize = 600;
+/// Longest a navigation waits for a consent dialog to be answered.
+const CONSENT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 const GUIDE: &str = "browser_navigate opens a page and returns when it is really ready \
 (JS-rendered content included), with the first interactive elements as `[ref] role \"name\"` \
@@ -28,12 +31,14 @@ pub struct NavigateArgs {
     pub engine: Option<Engine>,
     /// In a new tab.
     pub new_tab: Option<bool>,
-    /// Text or CSS selector to wait for.
+    /// Text or selector to await.
     pub wait_for: Option<String>,
     /// ms (default 15000).
     pub timeout_ms: Option<TimeoutMs>,
     /// Element list budget (default 600, 0: none).
     pub max_tokens: Option<usize>,
+    /// Cookie walls (default reject).
+    pub consent: Option<ConsentChoice>,
     pub session: Option<SessionField>,
 }
 
@@ -88,6 +93,9 @@ pub struct NavigateOutput {
     /// Pass as browser_read mode=elements cursor for the rest.
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_next_cursor: Option<String>,
+    /// The consent dialog answered (reject or accept), or left hidden, and which platform's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consent: Option<ConsentAnswer>,
     /// How to read what the browser cannot show as a page (a PDF).
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
@@ -129,6 +137,8 @@ impl Tool for Navigate {
             tab.id.clone()
         };
         let time_left = call.time_left();
+        let ends = call.ends();
+        let choice = args.consent.unwrap_or(call.ctx.config.consent);
         let tab = call.use_tab(&id)?;
         tab.mark_action();
         let arrival = tab
@@ -140,8 +150,11 @@ impl Tool for Navigate {
              action=download"
                 .to_string()
         });
+        let left = ends.saturating_duration_since(std::time::Instant::now());
+        let consent = answer_consent(tab, choice, left).await;
         let mut output = NavigateOutput {
             arrival,
+            consent,
             elements_total: None,
             elements: None,
             elements_next_cursor: None,
@@ -159,6 +172,28 @@ impl Tool for Navigate {
         output.page_events = tab.page_events().await;
         Ok(output)
     }
+}
+
+/// Answers the page's consent dialogs; once one was, waits for what that started.
+async fn answer_consent(
+    tab: &mut crate::browser::Tab,
+    choice: ConsentChoice,
+    time_left: std::time::Duration,
+) -> Option<ConsentAnswer> {
+    if choice == ConsentChoice::Leave {
+        return None;
+    }
+    let mark = tab.begin_action(None).await;
+    let answer = tab
+        .answer_consent(choice, CONSENT_WAIT.min(time_left))
+        .await;
+    if answer
+        .as_ref()
+        .is_some_and(|a| a.action != ConsentAction::Pending)
+    {
+        let _ = tab.settle_after_action(&mark, time_left).await;
+    }
+    answer
 }
 
 fn destination(args: &NavigateArgs) -> ToolResult<Destination> {

@@ -36,7 +36,7 @@ pub struct ScreenshotArgs {
     /// JPEG/WebP 1-100 (default 80).
     #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
-    /// Scale down to this width (px).
+    /// Max px width.
     #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
     /// Also save in screenshots/.

@@ -28,7 +28,7 @@ pub struct TabsArgs {
     pub tab: Option<String>,
     /// new: URL to open.
     pub url: Option<String>,
-    /// new, first call: user_agent, locale, timezone, geolocation {latitude, longitude}, viewport, extra_headers, color_scheme, proxy
+    /// new, first call: user_agent, locale, timezone, geolocation, viewport, extra_headers, color_scheme, proxy
     #[schemars(extend("x-compact" = true))]
     pub session_options: Option<Identity>,
     pub session: Option<SessionField>,

@@ -33,6 +33,9 @@ pub fn routes() -> Router<super::Sites> {
         .route("/docs/{name}", post(store_document).get(serve_document))
         .route("/bytes/{count}", get(bytes))
         .route("/whoami", get(whoami))
+        .route("/index.html", get(sourcepoint_message))
+        .route("/consent", post(consent))
+        .route("/feed", get(feed))
 }
 
 /// Records who the request says it is from (user agent, languages, `X-Acting-For`), and shows
@@ -101,6 +104,33 @@ async fn bytes(Path(count): Path<usize>) -> Response {
         Body::from_stream(chunks),
     )
         .into_response()
+}
+
+/// Sourcepoint's message frame is served at `/index.html?message_id=…`, where its rules look.
+async fn sourcepoint_message() -> Response {
+    let page = include_str!("../../fixtures/sp-message.html");
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// The consent fixtures' pages tell what was chosen.
+async fn consent(body: String) -> &'static str {
+    record("/consent", &body);
+    "ok"
+}
+
+#[derive(serde::Deserialize)]
+struct FeedPage {
+    from: usize,
+    count: usize,
+}
+
+/// A feed's next posts as JSON, the way an infinite-scroll page fetches them.
+async fn feed(Query(page): Query<FeedPage>) -> Response {
+    record("/feed", &page.from.to_string());
+    let posts: Vec<serde_json::Value> = (page.from + 1..=page.from + page.count.min(50))
+        .map(|n| serde_json::json!({ "id": n, "title": format!("Post {n}") }))
+        .collect();
+    axum::Json(posts).into_response()
 }
 
 /// What the page routes received so far.

@@ -15,8 +15,8 @@ mod rules;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, DialogAnswer, DialogRecord, Downloaded, ElementChanges, ElementIdentity, FieldCheck,
-    PageEvents, Tab, ValueMismatch,
+    Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementChanges, ElementIdentity,
+    FieldCheck, PageEvents, Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -43,7 +43,7 @@ pub struct InteractArgs {
     /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Text or value (2027-03-15).
+    /// Text or value.
     pub text: Option<String>,
     /// e.g. "Control+A Enter".
     pub keys: Option<String>,
@@ -152,9 +152,12 @@ pub struct InteractOutput {
     /// How the page settled after the action (actions that may change it).
     #[serde(flatten)]
     aftermath: Option<Aftermath>,
-    /// Elements that appeared since the last list.
+    /// Elements that appeared since the last list (scroll: that came into view).
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_added: Option<usize>,
+    /// scroll: new elements still off-screen (listed once they come into view).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elements_offscreen_added: Option<usize>,
     /// Elements that went away.
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_removed: Option<usize>,
@@ -262,6 +265,7 @@ impl InteractOutput {
             done,
             aftermath: None,
             elements_added: None,
+            elements_offscreen_added: None,
             elements_removed: None,
             changed: None,
             elements_unchanged: None,
@@ -358,7 +362,12 @@ impl Tool for Interact {
             }
             // The action has happened; a page too busy to list its elements right now must
             // not turn it into an error.
-            if let Ok(changes) = tab.element_changes().await {
+            let seen = if args.action == Action::Scroll {
+                ChangesIn::View
+            } else {
+                ChangesIn::Page
+            };
+            if let Ok(changes) = tab.element_changes(seen).await {
                 output.report_changes(&changes)?;
             }
             output.page_events = tab.page_events().await;
@@ -375,6 +384,8 @@ impl InteractOutput {
         self.elements_added = Some(changes.added.len());
         self.elements_removed = Some(changes.removed.len());
         self.elements_unchanged = Some(changes.unchanged);
+        self.elements_offscreen_added =
+            (changes.offscreen_added > 0).then_some(changes.offscreen_added);
         if !changes.added.is_empty() {
             let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
             self.added = Some(slice.content);

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, Tool};
 use crate::browser::{
-    FailedNavigation, FindHit, Form, Level, PageWarning, RequestDetail, Scope as Part, Tab,
+    ChangesIn, FailedNavigation, FindHit, Form, Level, PageWarning, RequestDetail, Scope as Part,
+    Tab,
 };
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
@@ -214,7 +215,7 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find, extract (sections answering query); or what it did: network, console. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find, extract; or what it did: network, console. Paged by max_tokens/cursor.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();
@@ -318,7 +319,7 @@ async fn read_changes(
             "field `since` compares whole lists; leave `selector` out",
         ));
     }
-    let changes = tab.element_changes().await?;
+    let changes = tab.element_changes(ChangesIn::Page).await?;
     let slice = slice_lines(&changes.lines(), budget, cursor)?;
     Ok(ReadOutput::new(slice, ReadMode::Elements))
 }
