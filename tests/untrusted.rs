@@ -502,6 +502,33 @@ async fn cookies_of(session: &str) -> String {
     value["value"].as_str().unwrap_or_default().to_string()
 }
 
+/// A home-made cookie bar, which only autoconsent's generic patterns know, is rejected too; a
+/// page with no consent dialog is not given autoconsent at all (it only pays for a look).
+#[tokio::test]
+async fn a_home_made_cookie_bar_is_rejected_and_a_page_without_one_is_left_untouched() {
+    let s = "consent-generic";
+    let page = common::harness().page("consent-generic.html?run=generic-reject");
+    let opened = ok("browser_navigate", json!({ "session": s, "target": page })).await;
+    assert_eq!(opened["consent"]["action"], "rejected", "{opened:#}");
+    assert_eq!(
+        choices_of("generic-reject"),
+        ["run=generic-reject&cmp=home-made&choice=rejected"]
+    );
+
+    let plain = ok(
+        "browser_navigate",
+        json!({ "session": s, "target": common::harness().page("form.html") }),
+    )
+    .await;
+    assert!(plain.get("consent").is_none(), "{plain:#}");
+    let injected = ok(
+        "browser_interact",
+        json!({ "session": s, "action": "evaluate", "script": "() => typeof window.__wpConsent" }),
+    )
+    .await;
+    assert_eq!(injected["value"], "undefined", "{injected:#}");
+}
+
 #[tokio::test]
 async fn a_consent_banner_on_the_page_is_rejected_by_default_and_left_when_asked() {
     let s = "consent-banner";

@@ -620,40 +620,53 @@
     if (ink && ink.a < 0.1) return 'transparent text';
     const ground = ink && backgroundOf(el, seen);
     if (ground && Math.abs(ink.r - ground.r) + Math.abs(ink.g - ground.g) + Math.abs(ink.b - ground.b) < 12) return 'text the colour of its background';
+    if (parseFloat(s.textIndent) < -500) return 'off the page';
     const r = el.getBoundingClientRect();
-    const page = el.ownerDocument.documentElement;
-    if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0
-      || r.left + view.scrollX >= Math.max(page.scrollWidth, view.innerWidth)
-      || parseFloat(s.textIndent) < -500) return 'off the page';
+    if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0 || r.left + view.scrollX >= pageWidth(el.ownerDocument, seen)) return 'off the page';
     return '';
   }
+  // How wide a document's page is, once per read.
+  function pageWidth(doc, seen) {
+    let width = seen.widths.get(doc);
+    if (width === undefined) {
+      width = Math.max(doc.documentElement.scrollWidth, doc.defaultView.innerWidth);
+      seen.widths.set(doc, width);
+    }
+    return width;
+  }
   // The elements under `root` (shadow roots and same-origin frames included) whose own text is
-  // concealed, with what that text held; kept for `concealedReport`.
+  // concealed, with what that text held; kept for `concealedReport`. `unusual` (unusualPaths):
+  // below the rest, the browser's own walker finds the text.
   let lastConcealed = { dropped: 0, warnings: [] };
-  function concealedIn(root) {
+  function concealedIn(root, unusual) {
     const hosts = new Map();
-    const seen = { styles: new Map(), grounds: new Map(), hidden: new Map() };
+    const seen = { styles: new Map(), grounds: new Map(), hidden: new Map(), widths: new Map() };
     const report = { dropped: 0, warnings: [] };
-    const visit = (node) => {
-      if (node.nodeType === 3) {
-        const text = node.data.trim();
-        const host = node.parentNode;
-        if (!text || !host || host.nodeType !== 1) return;
-        if (!hosts.has(host)) hosts.set(host, concealment(host, seen));
-        const why = hosts.get(host);
-        if (!why) return;
-        report.dropped += text.length;
-        if (INSTRUCTIONS.test(text) && report.warnings.length < 5) {
-          report.warnings.push({ kind: 'instructions_in_page', excerpt: squash(text, 160), where: `hidden: ${why}` });
-        }
-        return;
+    const judge = (node) => {
+      const text = node.data.trim();
+      const host = node.parentNode;
+      if (!text || !host || host.nodeType !== 1 || SKIPPED.has(host.tagName)) return;
+      let why = hosts.get(host);
+      if (why === undefined) { why = concealment(host, seen); hosts.set(host, why); }
+      if (!why) return;
+      report.dropped += text.length;
+      if (INSTRUCTIONS.test(text) && report.warnings.length < 5) {
+        report.warnings.push({ kind: 'instructions_in_page', excerpt: squash(text, 160), where: `hidden: ${why}` });
       }
+    };
+    const visit = (node) => {
+      if (node.nodeType === 3) { judge(node); return; }
       if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || foreignKey(node)) return;
-      renderedChildren(node).forEach(visit);
+      if (unusual.has(node)) { renderedChildren(node).forEach(visit); return; }
+      // No shadow root, slot or frame below: every text node is a plain descendant.
+      const walker = node.ownerDocument.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+      while (walker.nextNode()) judge(walker.currentNode);
     };
     if (root) visit(root);
     lastConcealed = report;
-    return new Set([...hosts].filter(([, why]) => why).map(([host]) => host));
+    const concealed = new Set();
+    for (const [host, why] of hosts) if (why) concealed.add(host);
+    return concealed;
   }
   const concealedReport = () => lastConcealed;
 
@@ -661,8 +674,8 @@
     // A document without a body (an error page while it loads, one a script emptied) or even
     // a root element shows nothing.
     if (!root) return '';
-    const concealed = concealedIn(root);
     const unusual = unusualPaths();
+    const concealed = concealedIn(root, unusual);
     // Concealed text is left out by walking down to it.
     for (const host of concealed) for (let n = host; n && !unusual.has(n); n = renderedParent(n)) unusual.add(n);
     if (!unusual.has(root)) return root.innerText ?? root.textContent;
@@ -714,8 +727,8 @@
   function readable(root, main) {
     if (main && root && (root === document.documentElement || root === document.body)) root = mainRoot();
     if (!root) return '';
-    const concealed = concealedIn(root);
     const unusual = unusualPaths();
+    const concealed = concealedIn(root, unusual);
     const copyOf = (node) => {
       if (node.nodeType === 3) return concealed.has(node.parentNode) ? null : document.createTextNode(node.data);
       if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return null;
@@ -760,7 +773,7 @@
   // as marks with the heading path at their place.
   function find(query, limit) {
     const needle = query.toLowerCase();
-    const concealed = concealedIn(document.body || document.documentElement);
+    const concealed = concealedIn(document.body || document.documentElement, unusualPaths());
     const headings = [];
     const sequence = []; // headings, refd elements and matches in document order
     const hits = [];

@@ -20,6 +20,7 @@ use crate::config::ConsentChoice;
 const BUNDLE: &str = include_str!("../../assets/autoconsent/autoconsent.cjs.js");
 const RULES: &str = include_str!("../../assets/autoconsent/rules.json");
 const CONSENT_JS: &str = include_str!("consent.js");
+const PROBE_JS: &str = include_str!("consent_probe.js");
 /// How often the documents are asked how far they got.
 const POLL: Duration = Duration::from_millis(40);
 
@@ -75,6 +76,79 @@ static PARSED: LazyLock<Rules> = LazyLock::new(|| {
         sited,
     }
 });
+
+/// What a document must have for autoconsent to find anything in it, as a script: one of the
+/// selectors each rule for any site needs to detect its dialog, or (in the top document, for
+/// autoconsent's generic patterns) text such a dialog says, matched with autoconsent's own
+/// patterns. A document with neither is not given the 260 KB content script: most pages have
+/// no consent dialog, and a navigation should not pay for looking.
+static PROBE: LazyLock<String> = LazyLock::new(|| {
+    let all: Value = serde_json::from_str(RULES).unwrap_or_default();
+    let mut selectors: Vec<String> = all["autoconsent"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|rule| rule["runContext"]["urlPattern"].is_null())
+        .filter_map(|rule| needed_selectors(rule["detectCmp"].as_array()?))
+        .flatten()
+        .collect();
+    selectors.sort_unstable();
+    selectors.dedup();
+    let selectors = serde_json::to_string(&selectors).unwrap_or_else(|_| "[]".into());
+    format!(
+        "(function (top) {{ var selectors = {selectors}; var patterns = [{patterns}];\n{PROBE_JS}\nreturn [location.href, location.origin, maybe(top)]; }})",
+        patterns = detect_patterns(),
+    )
+});
+
+/// Selectors one of which must be in a document for a rule to detect its dialog there: those of
+/// a step that must hold (`exists`, `visible`), or of every branch of an `any`; None when the
+/// rule's steps need none (they only evaluate script).
+fn needed_selectors(steps: &[Value]) -> Option<Vec<String>> {
+    let selector = |step: &Value| -> Option<String> {
+        let target = if step["exists"].is_null() {
+            &step["visible"]
+        } else {
+            &step["exists"]
+        };
+        match target {
+            Value::String(selector) => Some(selector.clone()),
+            // A chain into shadow roots: its first selector is in the document itself.
+            Value::Array(chain) => chain.first()?.as_str().map(str::to_string),
+            _ => None,
+        }
+    };
+    steps
+        .iter()
+        .filter(|step| step["negated"] != true && step["optional"] != true)
+        .find_map(|step| match step["any"].as_array() {
+            Some(branches) => branches.iter().map(selector).collect(),
+            None => selector(step).map(|one| vec![one]),
+        })
+}
+
+/// autoconsent's generic patterns (`DETECT_PATTERNS`, regular expression literals), as the
+/// items of a JavaScript array.
+fn detect_patterns() -> String {
+    let Some(start) = BUNDLE.find("var DETECT_PATTERNS = [") else {
+        return String::new();
+    };
+    let list = &BUNDLE[start..];
+    let list = &list[list.find('\n').unwrap_or(0)..list.find("\n];").unwrap_or(0)];
+    list.lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with('/') && !line.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether rules of its own apply to a document at `url`.
+fn has_own_rules(url: &str) -> bool {
+    PARSED
+        .sited
+        .iter()
+        .any(|(pattern, _)| pattern.is_match(url))
+}
 
 /// The content script as an expression whose value is its `AutoConsent` class.
 static CLASS: LazyLock<String> = LazyLock::new(|| {
@@ -222,11 +296,13 @@ impl Seen {
 
 impl Tab {
     /// Answers the consent dialogs of the page as it is now (its top document and its frames of
-    /// other sites) as `choice` says, waiting at most `wait` for them to be answered.
+    /// other sites) as `choice` says, waiting at most `wait` for them to be answered; once one
+    /// was, waits (within `time_left`) for the page to settle after what the answer started.
     pub async fn answer_consent(
         &self,
         choice: ConsentChoice,
         wait: Duration,
+        time_left: Duration,
     ) -> Option<ConsentAnswer> {
         if choice == ConsentChoice::Leave {
             return None;
@@ -234,10 +310,38 @@ impl Tab {
         let deadline = Instant::now() + wait;
         let mut docs = vec![Doc::Top];
         docs.extend(self.frames.remote_docs());
+        let mut candidates = Vec::new();
+        for doc in docs {
+            if let Some(place) = self.consent_candidate(&doc).await {
+                candidates.push((doc, place));
+            }
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        let mark = self.begin_action(None).await;
+        let answer = self.run_consent(choice, candidates, deadline).await;
+        if answer
+            .as_ref()
+            .is_some_and(|answer| answer.action != ConsentAction::Pending)
+        {
+            let _ = self.settle_after_action(&mark, time_left).await;
+        }
+        answer
+    }
+
+    /// Runs autoconsent in each of `candidates` (a document with its URL and origin) until one
+    /// answered a dialog, all are done or `deadline` passed.
+    async fn run_consent(
+        &self,
+        choice: ConsentChoice,
+        candidates: Vec<(Doc, (String, String))>,
+        deadline: Instant,
+    ) -> Option<ConsentAnswer> {
         let config = config_for(choice);
         let mut running = Vec::new();
-        for doc in docs {
-            if let Some(origin) = self.start_consent(&doc, &config).await {
+        for (doc, (url, origin)) in candidates {
+            if self.start_consent(&doc, &url, &config).await {
                 running.push((doc, origin));
             }
         }
@@ -280,21 +384,26 @@ impl Tab {
         })
     }
 
-    /// Starts autoconsent in `doc` with the rules for its URL; its origin, or None when the
-    /// document cannot run it (gone, not a web page).
-    async fn start_consent(&self, doc: &Doc, config: &Value) -> Option<String> {
-        let place = self
-            .evaluate_in(doc, "[location.href, location.origin]", None)
-            .await
-            .ok()?;
+    /// A document autoconsent may find a dialog in (its URL has rules of its own, or it shows
+    /// what a rule or a generic pattern needs): its URL and origin; None otherwise, or when it
+    /// is not a web page.
+    async fn consent_candidate(&self, doc: &Doc) -> Option<(String, String)> {
+        let probe = format!("{}({})", &*PROBE, *doc == Doc::Top);
+        let place = self.evaluate_in(doc, &probe, None).await.ok()?;
         let url = place[0].as_str()?;
         if !url.starts_with("http") {
             return None;
         }
+        let maybe = place[2].as_bool() == Some(true) || has_own_rules(url);
         let origin = place[1].as_str().unwrap_or_default().to_string();
+        maybe.then(|| (url.to_string(), origin))
+    }
+
+    /// Starts autoconsent in `doc` (at `url`) with the rules for its URL; false when it could
+    /// not (the document went away).
+    async fn start_consent(&self, doc: &Doc, url: &str, config: &Value) -> bool {
         let start = format!("({CONSENT_JS})({}, {config}, {})", &*CLASS, rules_for(url));
-        self.evaluate_in(doc, &start, None).await.ok()?;
-        Some(origin)
+        self.evaluate_in(doc, &start, None).await.is_ok()
     }
 
     /// How far `doc` got; None once it is gone (or has another document).
@@ -343,5 +452,50 @@ mod tests {
             .to_string();
         assert!(names(&format!("https://{host}/")).contains(&name));
         assert!(!anywhere.contains(&name));
+        assert!(has_own_rules(&format!("https://{host}/")));
+        assert!(!has_own_rules("https://example.test/"));
+    }
+
+    #[test]
+    fn the_probe_knows_the_rules_selectors_and_the_generic_patterns() {
+        let didomi = serde_json::json!([{ "exists": "#didomi-host" }, { "visible": "#x" }]);
+        assert_eq!(
+            needed_selectors(didomi.as_array().unwrap()),
+            Some(vec!["#didomi-host".into()])
+        );
+        let any = serde_json::json!([{ "exists": "#gone", "negated": true },
+            { "any": [{ "exists": ["#host", "#inner"] }, { "visible": "#banner" }] }]);
+        assert_eq!(
+            needed_selectors(any.as_array().unwrap()),
+            Some(vec!["#host".to_string(), "#banner".to_string()])
+        );
+        let eval_only = serde_json::json!([{ "eval": "EVAL_X" }]);
+        assert_eq!(needed_selectors(eval_only.as_array().unwrap()), None);
+        let patterns = detect_patterns();
+        assert!(patterns.contains("/accept cookies/gi"), "{patterns}");
+        assert!(patterns.lines().count() > 50, "{patterns}");
+        assert!(PROBE.contains("#didomi-host"), "Didomi's selector");
+    }
+
+    #[test]
+    fn the_probe_knows_each_of_autoconsent_s_own_cmp_classes() {
+        let start = BUNDLE
+            .find("var dynamicCMPs = [")
+            .expect("autoconsent's own CMPs");
+        let list = &BUNDLE[start..];
+        let list = &list[..list.find("];").unwrap()];
+        let classes: Vec<&str> = list
+            .lines()
+            .skip(1)
+            .map(|line| line.trim().trim_end_matches(','))
+            .filter(|name| !name.is_empty())
+            .collect();
+        assert!(classes.len() >= 10, "{classes:?}");
+        for class in classes {
+            assert!(
+                PROBE_JS.contains(&format!("{class}: function")),
+                "consent_probe.js does not look for {class}, a CMP class of autoconsent's"
+            );
+        }
     }
 }

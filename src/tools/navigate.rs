@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, SessionField, TimeoutMs, Tool};
-use crate::browser::{Arrival, ConsentAction, ConsentAnswer, Destination, PageEvents};
+use crate::browser::{Arrival, ConsentAnswer, Destination, PageEvents};
 use crate::config::ConsentChoice;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::paging::slice_lines;
@@ -151,7 +151,9 @@ impl Tool for Navigate {
                 .to_string()
         });
         let left = ends.saturating_duration_since(std::time::Instant::now());
-        let consent = answer_consent(tab, choice, left).await;
+        let consent = tab
+            .answer_consent(choice, CONSENT_WAIT.min(left), left)
+            .await;
         let mut output = NavigateOutput {
             arrival,
             consent,
@@ -172,28 +174,6 @@ impl Tool for Navigate {
         output.page_events = tab.page_events().await;
         Ok(output)
     }
-}
-
-/// Answers the page's consent dialogs; once one was, waits for what that started.
-async fn answer_consent(
-    tab: &mut crate::browser::Tab,
-    choice: ConsentChoice,
-    time_left: std::time::Duration,
-) -> Option<ConsentAnswer> {
-    if choice == ConsentChoice::Leave {
-        return None;
-    }
-    let mark = tab.begin_action(None).await;
-    let answer = tab
-        .answer_consent(choice, CONSENT_WAIT.min(time_left))
-        .await;
-    if answer
-        .as_ref()
-        .is_some_and(|a| a.action != ConsentAction::Pending)
-    {
-        let _ = tab.settle_after_action(&mark, time_left).await;
-    }
-    answer
 }
 
 fn destination(args: &NavigateArgs) -> ToolResult<Destination> {
