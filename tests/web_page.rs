@@ -326,6 +326,51 @@ async fn non_html_content_is_returned_or_refused_honestly() {
     );
 }
 
+/// A site that offers its pages to agents as Markdown gets asked for it first, and its answer is
+/// used as it is, with what its `Content-Signal` allows; other kinds read its HTML rendering.
+#[tokio::test]
+async fn markdown_a_site_offers_is_asked_for_and_used_as_is() {
+    let before = common::web_fixtures::NEGOTIATED.lock().unwrap().len();
+    let body = opened(json!({"url": page("web/negotiated")})).await;
+    assert_eq!(body["via"], "markdown", "{body:#}");
+    assert_eq!(body["title"], "Pricing plans", "{body:#}");
+    assert!(
+        content(&body).starts_with("---\ntitle: Pricing"),
+        "{body:#}"
+    );
+    assert!(
+        content(&body).contains("[Compare plans](/plans)"),
+        "{body:#}"
+    );
+    assert_eq!(
+        body["content_signal"],
+        "ai-train=no, search=yes, ai-input=yes"
+    );
+    let seen = common::web_fixtures::NEGOTIATED.lock().unwrap()[before].clone();
+    assert!(
+        seen.starts_with("text/markdown"),
+        "the server saw Accept: {seen}"
+    );
+    assert!(seen.contains("text/html;q=0.9"), "{seen}");
+
+    let links = opened(json!({"url": page("web/negotiated"), "extract": "links"})).await;
+    assert_eq!(links["via"], "markdown", "{links:#}");
+    assert!(
+        content(&links).contains("https://sales.example/contact"),
+        "{links:#}"
+    );
+    let text = opened(json!({"url": page("web/negotiated"), "format": "text"})).await;
+    assert!(content(&text).contains("Starter is free."), "{text:#}");
+    assert!(
+        !content(&text).contains("]("),
+        "plain text, not Markdown: {text:#}"
+    );
+    // A site without Markdown answers HTML as before.
+    let html = opened(json!({"url": page("web/typed/text")})).await;
+    assert_eq!(html["via"], "http");
+    assert!(html.get("content_signal").is_none());
+}
+
 #[tokio::test]
 async fn a_javascript_shell_escalates_to_the_browser() {
     let body = opened(json!({"url": page("web/shell.html")})).await;

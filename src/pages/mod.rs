@@ -60,6 +60,8 @@ pub enum FetchMode {
 #[serde(rename_all = "lowercase")]
 pub enum Via {
     Http,
+    /// The site answered with Markdown of its own (asked for first).
+    Markdown,
     Browser,
 }
 
@@ -101,6 +103,9 @@ pub struct Page {
     /// The response was a PDF document: its pages and metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdf: Option<PdfInfo>,
+    /// The site's `Content-Signal` header: what it allows its content to be used for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_signal: Option<String>,
     /// What the URL policy refused while the browser rendered the page (frames, images,
     /// scripts, fetches of private addresses or denied domains).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -117,6 +122,7 @@ struct Loaded {
     body_truncated: bool,
     blocked: Vec<Blocked>,
     pdf: Option<PdfInfo>,
+    content_signal: Option<String>,
 }
 
 /// The page reader: HTTP client, browser and the render limit.
@@ -204,6 +210,7 @@ impl Pages {
             structured: loaded.extracted.structured,
             hidden_text_dropped: loaded.extracted.hidden_text_dropped,
             pdf: loaded.pdf,
+            content_signal: loaded.content_signal,
             blocked: loaded.blocked,
         })
     }
@@ -268,6 +275,7 @@ impl Pages {
             body_truncated: false,
             blocked,
             pdf: None,
+            content_signal: None,
         })
     }
 }
@@ -289,7 +297,20 @@ async fn from_http(
         body_truncated: fetched.truncated,
         blocked: Vec::new(),
         pdf: None,
+        content_signal: fetched.content_signal.clone(),
     };
+    if matches!(mime.as_str(), "text/markdown" | "text/x-markdown") {
+        let markdown = fetched.text(false);
+        let base = fetched.final_url.clone();
+        let extracted =
+            tokio::task::spawn_blocking(move || from_markdown(markdown, &base, kind, format))
+                .await
+                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        return Ok(Ok(Loaded {
+            via: Via::Markdown,
+            ..loaded(extracted)
+        }));
+    }
     if pdf::is_pdf(&mime, &fetched.body) {
         let (extracted, info) = read_pdf(&fetched, kind, format).await?;
         return Ok(Ok(Loaded {
@@ -321,6 +342,54 @@ async fn from_http(
         (Some(extracted), _) => Ok(loaded(extracted)),
         (None, why) => Err(why.unwrap_or_default()),
     })
+}
+
+/// What to read of a site's own Markdown: the main content or the whole page in Markdown is
+/// the document as the site wrote it; other kinds and plain text come from its HTML rendering.
+fn from_markdown(markdown: String, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
+    let title = markdown_title(&markdown);
+    if matches!(kind, ExtractKind::Main | ExtractKind::Full) && format == TextFormat::Markdown {
+        return Extracted {
+            title,
+            content: markdown,
+            ..Extracted::default()
+        };
+    }
+    let mut body = String::new();
+    pulldown_cmark::html::push_html(
+        &mut body,
+        pulldown_cmark::Parser::new_ext(&markdown, pulldown_cmark::Options::all()),
+    );
+    let html = format!(
+        "<!doctype html><html><head><title>{}</title></head><body><main>{body}</main></body></html>",
+        htmlescape(&title)
+    );
+    Extracted {
+        title,
+        ..extract::extract(&html, base, kind, format)
+    }
+}
+
+/// `text` safe inside an HTML element.
+fn htmlescape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A Markdown document's title: its first heading, else its first line.
+fn markdown_title(markdown: &str) -> String {
+    let lines = || markdown.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find_map(|line| {
+            line.strip_prefix('#')
+                .map(|h| h.trim_start_matches('#').trim())
+        })
+        .or_else(|| lines().next())
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
 }
 
 /// Reads a fetched PDF off the async threads, within `PDF_READ_LIMIT`.

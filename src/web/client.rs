@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use tokio::time::Instant;
 use url::Url;
 
@@ -30,6 +30,9 @@ pub struct Fetched {
     pub final_url: Url,
     pub status: u16,
     pub content_type: Option<String>,
+    /// The site's `Content-Signal` header: what it allows its content to be used for
+    /// (`ai-train=no, search=yes, ai-input=yes`).
+    pub content_signal: Option<String>,
     pub body: Vec<u8>,
     /// The body was longer than the cap and reading stopped there.
     pub truncated: bool,
@@ -66,6 +69,10 @@ fn extra_roots(fetch: &FetchConfig) -> anyhow::Result<Vec<reqwest::Certificate>>
         )
     })
 }
+
+/// What a page fetch accepts: Markdown first, where a site offers its pages to agents that way
+/// (by content negotiation, as Cloudflare does), else HTML, else anything.
+const MARKDOWN_FIRST: &str = "text/markdown, text/html;q=0.9, */*;q=0.8";
 
 /// Both HTTP clients and the limits they enforce.
 pub struct WebClient {
@@ -156,7 +163,11 @@ impl WebClient {
         loop {
             policy.check_url(&current)?;
             self.check_proxied(&current, policy).await?;
-            let request = self.guarded.get(current.clone()).send();
+            let request = self
+                .guarded
+                .get(current.clone())
+                .header(ACCEPT, MARKDOWN_FIRST)
+                .send();
             let response = tokio::time::timeout_at(deadline, request)
                 .await
                 .map_err(|_| self.total_timeout(&current))?
@@ -191,6 +202,11 @@ impl WebClient {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        let content_signal = response
+            .headers()
+            .get("content-signal")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let cap = self.config.max_bytes;
         let mut body = Vec::new();
         let mut truncated = false;
@@ -212,6 +228,7 @@ impl WebClient {
             final_url: url,
             status,
             content_type,
+            content_signal,
             body,
             truncated,
         })

@@ -30,6 +30,7 @@ pub fn routes() -> Router<super::Sites> {
         .route("/web/redirect", get(redirect_to))
         .route("/web/loop/{n}", get(redirect_loop))
         .route("/web/typed/{kind}", get(typed))
+        .route("/web/negotiated", get(negotiated))
         .merge(model_routes())
         .merge(crawl_routes())
 }
@@ -290,6 +291,45 @@ async fn typed(Path(kind): Path<String>) -> Response {
             .into_response(),
         _ => StatusCode::NOT_FOUND.into_response(),
     }
+}
+
+/// The `Accept` headers `/web/negotiated` received, in order.
+pub static NEGOTIATED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A page served the way Cloudflare's Markdown for Agents serves it: Markdown to a client that
+/// prefers it (with the site's `Content-Signal`), HTML with navigation chrome to anyone else.
+async fn negotiated(headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    NEGOTIATED.lock().unwrap().push(accept.clone());
+    let markdown_first = accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.trim().starts_with("text/markdown"));
+    if markdown_first {
+        let markdown = "---\ntitle: Pricing\n---\n\n# Pricing plans\n\nStarter is free. \
+            [Compare plans](/plans) or [talk to sales](https://sales.example/contact).\n";
+        return (
+            [
+                (header::CONTENT_TYPE, "text/markdown; charset=utf-8"),
+                (header::VARY, "Accept"),
+                (
+                    header::HeaderName::from_static("content-signal"),
+                    "ai-train=no, search=yes, ai-input=yes",
+                ),
+            ],
+            markdown,
+        )
+            .into_response();
+    }
+    html(
+        StatusCode::OK,
+        "<html><head><title>Pricing | Example</title></head><body><nav>Home Docs Blog</nav>\
+         <main><h1>Pricing plans</h1><p>Starter is free.</p></main></body></html>",
+    )
 }
 
 /// A configuration whose browserless side talks to this fixture server: search backends at
