@@ -477,3 +477,109 @@ async fn pages_waiting_for_a_render_do_not_hold_back_plain_fetches() {
         "http"
     );
 }
+
+/// A site with a robots.txt the way sites write it: a group for everyone that shuts the site,
+/// and one for webpilot that keeps a folder out and asks for a pause between fetches.
+struct PoliteSite {
+    origin: String,
+    /// (path, when it arrived), in arrival order.
+    log: std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>,
+}
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /\n\n\
+    User-agent: webpilot\nDisallow: /private/\nCrawl-delay: 0.5\n";
+
+impl PoliteSite {
+    async fn start() -> Self {
+        use axum::extract::{Request, State};
+        type Log = std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>;
+        async fn serve(State(log): State<Log>, request: Request) -> axum::response::Response {
+            use axum::response::IntoResponse;
+            let path = request.uri().path().to_string();
+            log.lock()
+                .unwrap()
+                .push((path.clone(), std::time::Instant::now()));
+            if path == "/robots.txt" {
+                return ([("content-type", "text/plain")], ROBOTS).into_response();
+            }
+            let page = format!(
+                "<html><head><title>{path}</title></head><body><main><h1>{path}</h1>\
+                 <p>What this page says, at some length, so that it is read as an article.</p></main></body></html>"
+            );
+            axum::response::Html(page).into_response()
+        }
+        let log: Log = Default::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(serve).with_state(log.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { origin, log }
+    }
+
+    fn requested(&self) -> Vec<(String, std::time::Instant)> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// robots.txt is read once per host per task, in webpilot's own group: a disallowed URL is
+/// reported with the rule and never requested, and the crawl delay spaces the fetches.
+#[tokio::test]
+async fn a_site_s_robots_txt_is_obeyed_and_its_crawl_delay_kept() {
+    let site = PoliteSite::start().await;
+    let paths = ["/docs/a", "/private/secret", "/docs/b", "/docs/c"];
+    let urls: Vec<String> = paths
+        .iter()
+        .map(|p| format!("{}{p}", site.origin))
+        .collect();
+    let api = &service().api;
+    let id = crawl_to_completion(
+        api,
+        json!({"urls": urls, "parallel": 4, "mode": "http"}),
+        Duration::from_secs(30),
+    )
+    .await;
+    let pages = all_pages(api, &id).await;
+    let read: Vec<String> = results_of(&pages)
+        .iter()
+        .map(|r| r["url"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(read.len(), 3, "{pages:#?}");
+    assert!(read.iter().all(|u| u.contains("/docs/")), "{read:?}");
+    let errors: Vec<Value> = pages
+        .iter()
+        .flat_map(|p| p["errors"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(errors[0]["url"], urls[1]);
+    let message = errors[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("robots.txt disallows /private/secret for webpilot"),
+        "{message}"
+    );
+
+    let requested = site.requested();
+    let robots = requested.iter().filter(|(p, _)| p == "/robots.txt").count();
+    assert_eq!(
+        robots, 1,
+        "robots.txt once per host per task: {requested:?}"
+    );
+    assert!(
+        !requested.iter().any(|(p, _)| p.starts_with("/private/")),
+        "a disallowed URL is never requested: {requested:?}"
+    );
+    let docs: Vec<std::time::Instant> = requested
+        .iter()
+        .filter(|(p, _)| p.starts_with("/docs/"))
+        .map(|(_, at)| *at)
+        .collect();
+    assert_eq!(docs.len(), 3, "{requested:?}");
+    for pair in docs.windows(2) {
+        let gap = pair[1] - pair[0];
+        // The delay is kept between fetches as webpilot starts them (the server may see them a
+        // little closer together when one connection opens faster than another).
+        assert!(
+            gap >= Duration::from_millis(450),
+            "fetches {gap:?} apart: {requested:?}"
+        );
+    }
+}

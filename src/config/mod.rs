@@ -256,6 +256,18 @@ pub struct CrawlConfig {
     /// Seconds an instance holds a claimed URL without renewing it; after that another instance
     /// may read it (PostgreSQL only: one SQLite file has one instance).
     pub lease_secs: u64,
+    /// Whether crawls obey each site's robots.txt (skipping what it disallows for webpilot,
+    /// pacing fetches by its `Crawl-delay`) or ignore it.
+    pub robots: RobotsRule,
+}
+
+/// What crawls do with a site's robots.txt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RobotsRule {
+    #[default]
+    Obey,
+    Ignore,
 }
 
 impl Default for CrawlConfig {
@@ -268,6 +280,7 @@ impl Default for CrawlConfig {
             browser_parallel: 4,
             warm_renders: 4,
             lease_secs: 60,
+            robots: RobotsRule::Obey,
         }
     }
 }

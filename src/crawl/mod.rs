@@ -6,6 +6,7 @@
 
 mod model;
 mod reports;
+mod robots;
 mod store;
 
 pub use model::*;
@@ -25,10 +26,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::CrawlConfig;
+use crate::config::{CrawlConfig, RobotsRule};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
 use crate::tenancy::{Tenant, Tenants};
+use robots::RobotsBook;
 use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskRow};
 
 /// Events buffered per subscriber before a slow one starts missing them.
@@ -44,6 +46,8 @@ pub struct Crawler {
     lease: Lease,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Sites' robots.txt, when the configuration obeys them.
+    robots: Option<RobotsBook>,
     channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
     /// Tasks this instance is working on, each with what wakes it when an item of the task
     /// finished anywhere (a host slot may be free).
@@ -97,6 +101,8 @@ impl Crawler {
             }
             Storage::Embedded(sqlite) => (Arc::new(SqliteStore::open(sqlite.clone())?), None),
         };
+        let robots =
+            (config.robots == RobotsRule::Obey).then(|| RobotsBook::new(pages.user_agent()));
         let crawler = Arc::new(Self {
             store,
             pages,
@@ -106,6 +112,7 @@ impl Crawler {
                 length: Duration::from_secs(config.lease_secs),
             },
             global: Arc::new(Semaphore::new(config.global_parallel)),
+            robots,
             config,
             hosts: Mutex::new(HashMap::new()),
             channels: Mutex::new(HashMap::new()),
@@ -331,6 +338,9 @@ impl Crawler {
     /// Sets a task whose items all finished to its final status and announces it, once across
     /// all instances.
     async fn conclude(&self, id: &str, total: usize) -> anyhow::Result<()> {
+        if let Some(robots) = &self.robots {
+            robots.forget(id);
+        }
         let (finished, errors) = self.store.counts(id).await?;
         let status = if errors == finished {
             TaskStatus::Failed
@@ -360,7 +370,14 @@ impl Crawler {
         } = item;
         let host = self.host_limit(&url);
         let read = async {
+            let delay = self.robots_allow(tenant, id, &url).await?;
             let host = host.acquire_owned().await.ok();
+            if let Some(delay) = delay
+                && let Ok(parsed) = url::Url::parse(&url)
+                && let Some(robots) = &self.robots
+            {
+                robots.pace(&host_key(&parsed), delay).await;
+            }
             let global = self.global.clone().acquire_owned().await.ok();
             // A render counts against the render limit, not against these fetch limits.
             let release = move || drop((host, global));
@@ -410,6 +427,23 @@ impl Crawler {
             Ok(_) => {}
             Err(error) => tracing::error!(task = %id, %error, "cannot record a crawl result"),
         }
+    }
+
+    /// Whether the site's robots.txt lets task `id` read `url` (when robots.txt are obeyed):
+    /// Ok with the host's crawl delay, or the error that reports the URL as skipped.
+    async fn robots_allow(
+        &self,
+        tenant: &Arc<Tenant>,
+        id: &str,
+        url: &str,
+    ) -> ToolResult<Option<Duration>> {
+        let (Some(robots), Ok(parsed)) = (&self.robots, url::Url::parse(url)) else {
+            return Ok(None);
+        };
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Ok(None);
+        }
+        robots.check(&self.pages, tenant, id, &parsed).await
     }
 
     /// Runs `work` while renewing the item's lease; None when the lease was lost to another

@@ -112,6 +112,13 @@ pub struct Page {
     pub blocked: Vec<Blocked>,
 }
 
+/// A plain file's fetch: its body, none (a 4xx answer), or a failure status.
+pub enum Plain {
+    Found(Vec<u8>),
+    Missing,
+    Failed(u16),
+}
+
 /// A page's text as one of the two routes produced it.
 struct Loaded {
     final_url: Url,
@@ -212,6 +219,21 @@ impl Pages {
             pdf: loaded.pdf,
             content_signal: loaded.content_signal,
             blocked: loaded.blocked,
+        })
+    }
+
+    /// The HTTP client's user agent.
+    pub fn user_agent(&self) -> &str {
+        &self.config.fetch.user_agent
+    }
+
+    /// A plain file (a robots.txt) for `tenant`, under its policy.
+    pub async fn fetch_plain(&self, tenant: &Arc<Tenant>, url: &Url) -> ToolResult<Plain> {
+        let fetched = self.web.client.get(url, tenant.policy()).await?;
+        Ok(match fetched.status {
+            200..=299 => Plain::Found(fetched.body),
+            400..=499 => Plain::Missing,
+            status => Plain::Failed(status),
         })
     }
 

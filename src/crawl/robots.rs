@@ -1,0 +1,170 @@
+//! robots.txt for crawls: each host's file is fetched once per task (through the task tenant's
+//! URL policy, like its pages), a URL it disallows for webpilot's product token is never
+//! fetched, and its `Crawl-delay` paces that host's fetches. Parsing is texting_robots'.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+use url::Url;
+
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::pages::{Pages, Plain};
+use crate::sync::Locked;
+use crate::tenancy::Tenant;
+
+/// The longest `Crawl-delay` honoured: a site asking for more is read this slowly.
+const MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// What a host's robots.txt says.
+enum SiteRules {
+    /// No robots.txt (a 4xx answer): everything may be read.
+    Open,
+    Rules(texting_robots::Robot),
+    /// The file could not be had (5xx, unreachable): nothing is read, as RFC 9309 asks.
+    Unreachable(String),
+}
+
+/// One task's view of one site: robots.txt is read once per task per origin.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TaskSite {
+    task: String,
+    origin: String,
+}
+
+/// A site's rules, read by the first fetch that needs them.
+type Rules = Arc<OnceCell<Arc<SiteRules>>>;
+
+/// Each task's hosts' rules, and when each host may be fetched next.
+pub(super) struct RobotsBook {
+    /// The product token rules are matched for (`webpilot`).
+    agent: String,
+    sites: Mutex<HashMap<TaskSite, Rules>>,
+    next_fetch: Mutex<HashMap<String, Instant>>,
+}
+
+impl RobotsBook {
+    /// `user_agent` is the HTTP client's; its last product names the crawler to robots.txt.
+    pub(super) fn new(user_agent: &str) -> Self {
+        Self {
+            agent: product_token(user_agent),
+            sites: Mutex::new(HashMap::new()),
+            next_fetch: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether task `task` may read `url`: Ok with the host's crawl delay, or the error that
+    /// reports it as skipped, naming the rule.
+    pub(super) async fn check(
+        &self,
+        pages: &Pages,
+        tenant: &Arc<Tenant>,
+        task: &str,
+        url: &Url,
+    ) -> ToolResult<Option<Duration>> {
+        let origin = url.origin().ascii_serialization();
+        let cell = self
+            .sites
+            .locked()
+            .entry(TaskSite {
+                task: task.to_string(),
+                origin: origin.clone(),
+            })
+            .or_default()
+            .clone();
+        let rules = cell
+            .get_or_init(|| async { Arc::new(self.fetch(pages, tenant, &origin).await) })
+            .await;
+        match rules.as_ref() {
+            SiteRules::Open => Ok(None),
+            SiteRules::Unreachable(why) => Err(skipped(format!(
+                "{origin}/robots.txt could not be read ({why}), so nothing there is read"
+            ))),
+            SiteRules::Rules(robot) if !robot.allowed(url.as_str()) => Err(skipped(format!(
+                "{origin}/robots.txt disallows {} for {}",
+                url.path(),
+                self.agent
+            ))),
+            SiteRules::Rules(robot) => Ok(robot
+                .delay
+                .filter(|secs| secs.is_finite() && *secs > 0.0)
+                .map(|secs| Duration::from_secs_f32(secs).min(MAX_DELAY))),
+        }
+    }
+
+    async fn fetch(&self, pages: &Pages, tenant: &Arc<Tenant>, origin: &str) -> SiteRules {
+        let Ok(url) = Url::parse(&format!("{origin}/robots.txt")) else {
+            return SiteRules::Open;
+        };
+        match pages.fetch_plain(tenant, &url).await {
+            Ok(Plain::Found(body)) => texting_robots::Robot::new(&self.agent, &body)
+                .map_or(SiteRules::Open, SiteRules::Rules),
+            Ok(Plain::Missing) => SiteRules::Open,
+            Ok(Plain::Failed(status)) => SiteRules::Unreachable(format!("HTTP {status}")),
+            Err(error) => SiteRules::Unreachable(error.message),
+        }
+    }
+
+    /// Waits until `host` may be fetched again, `delay` after the fetch before.
+    pub(super) async fn pace(&self, host: &str, delay: Duration) {
+        let wait = {
+            let mut next = self.next_fetch.locked();
+            let now = Instant::now();
+            let turn = next.get(host).copied().unwrap_or(now).max(now);
+            next.insert(host.to_string(), turn + delay);
+            turn - now
+        };
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Forgets a finished task's rules.
+    pub(super) fn forget(&self, task: &str) {
+        self.sites.locked().retain(|site, _| site.task != task);
+    }
+}
+
+fn skipped(message: String) -> ToolError {
+    ToolError::new(ErrorCode::BlockedUrl, message).with_hint(
+        "the site asks crawlers not to read this URL; it is skipped (an operator may set [crawl] robots = \"ignore\")",
+    )
+}
+
+/// The crawler's name in a user agent: its last product (`… webpilot/0.1.0` → `webpilot`).
+fn product_token(user_agent: &str) -> String {
+    user_agent
+        .split_whitespace()
+        .last()
+        .and_then(|product| product.split('/').next())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("webpilot")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_product_token_is_the_user_agent_s_last_product() {
+        assert_eq!(
+            product_token("Mozilla/5.0 (X11) Chrome/131.0 Safari/537.36 webpilot/0.1.0"),
+            "webpilot"
+        );
+        assert_eq!(product_token(""), "webpilot");
+    }
+
+    #[tokio::test]
+    async fn a_host_is_paced_by_its_delay() {
+        let book = RobotsBook::new("webpilot/1");
+        let start = Instant::now();
+        for _ in 0..3 {
+            book.pace("a.test:80", Duration::from_millis(40)).await;
+        }
+        book.pace("b.test:80", Duration::from_millis(40)).await;
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(80), "{took:?}");
+        assert!(took < Duration::from_millis(2000), "{took:?}");
+    }
+}
