@@ -94,6 +94,10 @@ impl App {
             config.crawl.clone(),
             pages.clone(),
             tenants.clone(),
+            (
+                web.clone(),
+                webhook_secret(&config, database.as_ref()).await?,
+            ),
             stop.clone(),
             tasks.clone(),
         )
@@ -209,6 +213,18 @@ fn remove_leftovers(config: &Config, tenants: &Tenants) {
 
 /// Live-view links, signed with the configured secret, else the one instances sharing
 /// `database` share, else one of this process.
+/// What webhook events are signed with: configured, else shared by the instances of one
+/// PostgreSQL, else drawn at start.
+async fn webhook_secret(config: &Config, database: Option<&Database>) -> anyhow::Result<Vec<u8>> {
+    if let Some(secret) = &config.crawl.webhook_secret {
+        return Ok(secret.as_bytes().to_vec());
+    }
+    match database {
+        Some(database) => database.shared_secret("crawl_webhooks").await,
+        None => Ok(crate::ids::random_bytes::<32>().to_vec()),
+    }
+}
+
 async fn live_links(config: &Config, database: Option<&Database>) -> anyhow::Result<LiveLinks> {
     let secret = LiveLinks::secret(config.live_secret.as_deref(), database).await?;
     Ok(LiveLinks::new(

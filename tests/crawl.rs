@@ -19,6 +19,8 @@ fn crawl_service(database: Option<String>) -> Harness {
         let mut config = config(fixtures);
         config.database_url = database;
         config.crawl.per_host = 2;
+        // The webhook receivers of these tests listen on plain http on loopback.
+        config.crawl.webhook_allow = vec!["http://127.0.0.1:".into()];
         config.crawl.max_urls = 40;
         // The slow page takes two seconds before its headers: slow, not stalled.
         config.fetch.read_timeout_ms = 5_000;
@@ -582,4 +584,114 @@ async fn a_site_s_robots_txt_is_obeyed_and_its_crawl_delay_kept() {
             "fetches {gap:?} apart: {requested:?}"
         );
     }
+}
+
+/// A webhook receiver: records each delivery (its event, body and signature) and answers the
+/// first `failures` with 500.
+struct Receiver {
+    url: String,
+    deliveries: std::sync::Arc<std::sync::Mutex<Vec<(u16, String, String)>>>,
+}
+
+impl Receiver {
+    async fn start(failures: usize) -> Self {
+        use axum::extract::State;
+        use axum::http::{HeaderMap, StatusCode};
+        type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u16, String, String)>>>;
+        async fn hook(
+            State((seen, failures)): State<(Seen, usize)>,
+            headers: HeaderMap,
+            body: String,
+        ) -> StatusCode {
+            let mut seen = seen.lock().unwrap();
+            let status = if seen.len() < failures { 500 } else { 200 };
+            let signature = headers
+                .get("x-webpilot-signature")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            seen.push((status, body, signature));
+            StatusCode::from_u16(status).unwrap()
+        }
+        let deliveries: Seen = Default::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks/crawl", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .route("/hooks/crawl", axum::routing::post(hook))
+            .with_state((deliveries.clone(), failures));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, deliveries }
+    }
+
+    fn deliveries(&self) -> Vec<(u16, String, String)> {
+        self.deliveries.lock().unwrap().clone()
+    }
+}
+
+/// The caller of a crawl with a webhook gets its events signed with the task's secret, in order,
+/// and an event the receiver failed is sent again.
+#[tokio::test]
+async fn a_webhook_gets_signed_events_in_order_and_a_failed_one_again() {
+    use hmac::{KeyInit, Mac};
+    let receiver = Receiver::start(1).await;
+    let harness = service();
+    let urls: Vec<String> = (0..3)
+        .map(|i| harness.page(&format!("crawl/page/{i}")))
+        .collect();
+    let (status, created) = call_at(
+        &harness.api,
+        "crawl_batch",
+        json!({"urls": urls, "webhook": receiver.url}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    let secret = created["webhook_secret"].as_str().unwrap().to_string();
+    common::task_reaches(&harness.api, &id, &["completed"], Duration::from_secs(30)).await;
+    eventually("the completed event", Duration::from_secs(10), || async {
+        receiver.deliveries().len() >= 3
+    })
+    .await;
+    let deliveries = receiver.deliveries();
+    let events: Vec<(u16, String)> = deliveries
+        .iter()
+        .map(|(status, body, _)| {
+            let event: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(event["task_id"], id.as_str(), "{body}");
+            (*status, event["event"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (500, "started".to_string()),
+            (200, "started".into()),
+            (200, "completed".into())
+        ]
+    );
+    let completed: Value = serde_json::from_str(&deliveries[2].1).unwrap();
+    assert_eq!(
+        (completed["progress"].as_u64(), completed["errors"].as_u64()),
+        (Some(3), Some(0))
+    );
+    for (_, body, signature) in &deliveries {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let expected: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(signature, &format!("sha256={expected}"), "{body}");
+    }
+
+    let (status, refused) = call_at(
+        &harness.api,
+        "crawl_batch",
+        json!({"urls": urls, "webhook": "http://hooks.example/crawl"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused:#}");
+    assert_eq!(refused["error"]["code"], "INVALID_ARGUMENT");
 }

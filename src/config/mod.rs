@@ -259,6 +259,12 @@ pub struct CrawlConfig {
     /// Whether crawls obey each site's robots.txt (skipping what it disallows for webpilot,
     /// pacing fetches by its `Crawl-delay`) or ignore it.
     pub robots: RobotsRule,
+    /// Signs webhook events (each task's secret is derived from it). None: the one instances
+    /// sharing PostgreSQL share, else one drawn at start (signatures change with a restart).
+    pub webhook_secret: Option<String>,
+    /// Webhook URL prefixes allowed besides https URLs the URL policy allows (an internal
+    /// receiver such as `http://hooks.internal:8080/`), delivered without the policy's checks.
+    pub webhook_allow: Vec<String>,
 }
 
 /// What crawls do with a site's robots.txt.
@@ -281,6 +287,8 @@ impl Default for CrawlConfig {
             warm_renders: 4,
             lease_secs: 60,
             robots: RobotsRule::Obey,
+            webhook_secret: None,
+            webhook_allow: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@ mod model;
 mod reports;
 mod robots;
 mod store;
+mod webhook;
 
 pub use model::*;
 
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, broadcast};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,8 @@ use crate::pages::{Page, PageOptions, Pages};
 use crate::tenancy::{Tenant, Tenants};
 use robots::RobotsBook;
 use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskRow};
+pub use webhook::SIGNATURE_HEADER as WEBHOOK_SIGNATURE_HEADER;
+use webhook::Webhooks;
 
 /// Events buffered per subscriber before a slow one starts missing them.
 const EVENT_BUFFER: usize = 1024;
@@ -48,6 +51,7 @@ pub struct Crawler {
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Sites' robots.txt, when the configuration obeys them.
     robots: Option<RobotsBook>,
+    webhooks: Webhooks,
     channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
     /// Tasks this instance is working on, each with what wakes it when an item of the task
     /// finished anywhere (a host slot may be free).
@@ -87,6 +91,7 @@ impl Crawler {
         config: CrawlConfig,
         pages: Arc<Pages>,
         tenants: Arc<Tenants>,
+        (web, webhook_secret): (Arc<crate::web::WebService>, Vec<u8>),
         stop: CancellationToken,
         tasks: TaskTracker,
     ) -> anyhow::Result<Arc<Self>> {
@@ -103,8 +108,16 @@ impl Crawler {
         };
         let robots =
             (config.robots == RobotsRule::Obey).then(|| RobotsBook::new(pages.user_agent()));
+        let webhooks = Webhooks::new(
+            webhook_secret,
+            config.webhook_allow.clone(),
+            web,
+            stop.clone(),
+            tasks.clone(),
+        );
         let crawler = Arc::new(Self {
             store,
+            webhooks,
             pages,
             tenants,
             lease: Lease {
@@ -212,6 +225,9 @@ impl Crawler {
             items.push((url, host));
         }
         crate::pages::paging::budget(options.page.max_tokens)?;
+        if let Some(url) = &options.webhook {
+            self.webhooks.check(tenant, url)?;
+        }
         let now = now_ms();
         let task = TaskRow {
             id: format!(
@@ -229,8 +245,18 @@ impl Crawler {
             .create(&task, &items, self.config.per_host)
             .await
             .map_err(database_error)?;
+        if let (Some(url), Some(owner)) = (&task.options.webhook, self.tenants.named(&task.tenant))
+        {
+            let event = json!({ "event": "started", "task_id": task.id, "total": task.total });
+            self.webhooks.send(&owner, &task.id, url, event, false);
+        }
         self.spawn(task.id.clone());
         Ok(task.id)
+    }
+
+    /// The secret task `id`'s webhook events are signed with (hex), for its caller to check.
+    pub fn webhook_secret(&self, id: &str) -> String {
+        self.webhooks.task_secret(id)
     }
 
     /// Resolves once the service shuts down: every task stops where it is, items in flight
@@ -314,7 +340,7 @@ impl Crawler {
             // Still running in the store: pending items are read again, sooner without leases.
             return self.store.release(id, &self.lease).await;
         }
-        self.conclude(id, task.total).await
+        self.conclude(&task).await
     }
 
     /// Waits until a claim may find a slot: with items of its own in flight, the next to finish
@@ -337,7 +363,8 @@ impl Crawler {
 
     /// Sets a task whose items all finished to its final status and announces it, once across
     /// all instances.
-    async fn conclude(&self, id: &str, total: usize) -> anyhow::Result<()> {
+    async fn conclude(&self, task: &TaskRow) -> anyhow::Result<()> {
+        let (id, total) = (task.id.as_str(), task.total);
         if let Some(robots) = &self.robots {
             robots.forget(id);
         }
@@ -348,6 +375,13 @@ impl Crawler {
             TaskStatus::Completed
         };
         if self.store.set_status(id, status).await? {
+            if let (Some(url), Some(owner)) =
+                (&task.options.webhook, self.tenants.named(&task.tenant))
+            {
+                let event = json!({ "event": status.as_str(), "task_id": id, "total": total,
+                    "progress": finished, "errors": errors });
+                self.webhooks.send(&owner, id, url, event, true);
+            }
             self.announce(CrawlEvent::Done {
                 task_id: id.to_string(),
                 status,

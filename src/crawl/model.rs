@@ -44,6 +44,9 @@ pub struct TaskOptions {
     pub page: PageOptions,
     /// URLs of the task read at once.
     pub parallel: usize,
+    /// Where the task's events go (`started`, then `completed` or `failed`), signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
 }
 
 /// A task without its results.

@@ -31,9 +31,9 @@ pub struct CookiesArgs {
     pub account: Option<String>,
     /// list: cookies for this URL.
     pub url: Option<String>,
-    /// list/clear: only cookies of this domain.
+    /// list/clear: this domain only.
     pub domain: Option<String>,
-    /// ensure_login: url (required), text, selector, not_text, url_contains: how to tell the session is logged in.
+    /// ensure_login: url (required), text, selector, not_text, url_contains.
     #[schemars(extend("x-compact" = true))]
     pub check: Option<LoginCheck>,
     /// import: auto-detected.

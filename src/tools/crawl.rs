@@ -35,6 +35,8 @@ pub struct CrawlBatchArgs {
     /// Per page (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
+    /// Signed start/end events URL.
+    pub webhook: Option<String>,
 }
 
 shared_fields!(CrawlBatchArgs {});
@@ -62,6 +64,10 @@ pub struct CrawlStarted {
     status: TaskStatus,
     total: usize,
     parallel: usize,
+    /// With `webhook`: the secret its events are signed with, `x-webpilot-signature:
+    /// sha256=<hex HMAC-SHA256 of the body>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    webhook_secret: Option<String>,
 }
 
 /// A task's status and a page of its outcomes.
@@ -106,14 +112,18 @@ impl Tool for CrawlBatch {
                 max_tokens: args.max_tokens,
             },
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
+            webhook: args.webhook,
         };
+        let hooked = options.webhook.is_some();
         let (total, parallel) = (args.urls.len(), options.parallel);
         let task_id = call
             .ctx
             .crawler
             .submit(call.tenant(), args.urls, options)
             .await?;
+        let crawler = &call.ctx.crawler;
         Ok(CrawlStarted {
+            webhook_secret: hooked.then(|| crawler.webhook_secret(&task_id)),
             task_id,
             status: TaskStatus::Pending,
             total,

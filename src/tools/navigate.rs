@@ -35,7 +35,7 @@ pub struct NavigateArgs {
     pub wait_for: Option<String>,
     /// ms (default 15000).
     pub timeout_ms: Option<TimeoutMs>,
-    /// Element list budget (default 600, 0: none).
+    /// Elements budget (default 600, 0: none).
     pub max_tokens: Option<usize>,
     /// Cookie walls (default reject).
     pub consent: Option<ConsentChoice>,

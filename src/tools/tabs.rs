@@ -24,7 +24,7 @@ redacted; over REST, `Accept: application/har+json` returns the file itself.";
 pub struct TabsArgs {
     /// Default list.
     pub action: Option<Action>,
-    /// Tab id (close: default active).
+    /// Tab id (close: active).
     pub tab: Option<String>,
     /// new: URL to open.
     pub url: Option<String>,

@@ -190,6 +190,32 @@ impl WebClient {
         }
     }
 
+    /// POSTs a JSON `body` to `url` under `policy` (no redirects followed), with `headers`;
+    /// the answer's status.
+    pub async fn post_json(
+        &self,
+        url: &Url,
+        policy: &UrlPolicy,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> ToolResult<u16> {
+        policy.check_url(url)?;
+        self.check_proxied(url, policy).await?;
+        let request = headers.iter().fold(
+            self.guarded
+                .post(url.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_string()),
+            |request, (name, value)| request.header(*name, *value),
+        );
+        let limit = Duration::from_millis(self.config.total_timeout_ms);
+        let response = tokio::time::timeout(limit, request.send())
+            .await
+            .map_err(|_| self.total_timeout(url))?
+            .map_err(|e| request_error(url, &e))?;
+        Ok(response.status().as_u16())
+    }
+
     async fn read_body(
         &self,
         url: Url,

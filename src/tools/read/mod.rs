@@ -58,7 +58,7 @@ pub struct ReadArgs {
     pub kind: Option<String>,
     /// console: this level and up.
     pub level: Option<Level>,
-    /// elements: last (changes only); network/console: last_action or after r12/c4.
+    /// elements: last (changes); network/console: last_action, r12, c4.
     pub since: Option<String>,
     /// network: one request whole (r12).
     pub request: Option<String>,
