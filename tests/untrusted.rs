@@ -352,16 +352,21 @@ async fn a_call_that_waits_goes_on_once_a_person_allows_it() {
     assert_eq!(done["download"]["bytes"], 1234, "{done:#}");
 }
 
-#[tokio::test]
-async fn a_form_sent_to_another_site_is_held_and_one_sent_home_is_not() {
-    let (s, person) = ("rules-forms", "rules-forms-person");
+/// Opens `page` in session `s` of the service under rules; its element lines.
+async fn open_ruled(s: &str, page: &str) -> Vec<String> {
     ok_at(
         &ruled().api,
         "browser_navigate",
-        json!({ "session": s, "target": ruled().page("newsletter.html") }),
+        json!({ "session": s, "target": ruled().page(page) }),
     )
     .await;
-    let lines = lines_of(s).await;
+    lines_of(s).await
+}
+
+#[tokio::test]
+async fn a_form_sent_to_another_site_is_held_and_one_sent_home_is_not() {
+    let (s, person) = ("rules-forms", "rules-forms-person");
+    let lines = open_ruled(s, "newsletter.html").await;
     // Clicking the text inside the partner's submit button, Enter in its field, and a home
     // form's button whose formaction leads elsewhere: all held.
     let partner = ref_of(&lines, "button \"Subscribe with partner\"");
@@ -456,13 +461,7 @@ async fn a_form_sent_to_another_site_is_held_and_one_sent_home_is_not() {
     .await;
 
     // A button that submits nothing, and a form of another origin of the same site, go on.
-    ok_at(
-        &ruled().api,
-        "browser_navigate",
-        json!({ "session": s, "target": ruled().page("newsletter.html") }),
-    )
-    .await;
-    let lines = lines_of(s).await;
+    let lines = open_ruled(s, "newsletter.html").await;
     let plain = ref_of(&lines, "button \"Just a button\"");
     ok_at(
         &ruled().api,
