@@ -139,10 +139,7 @@ async fn shell_pages_render_side_by_side_and_never_share_cookies() {
         "16 shell pages: parallel 1 {one_at_a_time:?}, parallel 4 {four_at_once:?} ({ratio:.2}x), \
          {overlap} renders at once"
     );
-    // Overlapping renders finish sooner, though on a small machine Chromium's CPU (a context,
-    // a renderer process and a page per render) bounds the gain: see README.
-    assert!(
-        ratio <= 0.85,
-        "parallel 4 took {four_at_once:?}, {ratio:.2}x of parallel 1 ({one_at_a_time:?})"
-    );
+    // How much sooner overlapping renders finish is a speed target, measured where timing is
+    // kept apart from other work: `bench/crawl_renders.py` (the ratio over alternated rounds).
+    // Here the test asks what does not depend on the machine's load: the renders overlapped.
 }
