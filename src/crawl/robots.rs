@@ -103,6 +103,8 @@ impl RobotsBook {
                 .map_or(SiteRules::Open, SiteRules::Rules),
             Ok(Plain::Missing) => SiteRules::Open,
             Ok(Plain::Failed(status)) => SiteRules::Unreachable(format!("HTTP {status}")),
+            // The URL policy refuses the site: its pages are refused too, each with the rule.
+            Err(error) if error.code == ErrorCode::BlockedUrl => SiteRules::Open,
             Err(error) => SiteRules::Unreachable(error.message),
         }
     }
