@@ -695,3 +695,57 @@ async fn a_webhook_gets_signed_events_in_order_and_a_failed_one_again() {
     assert_eq!(status, 400, "{refused:#}");
     assert_eq!(refused["error"]["code"], "INVALID_ARGUMENT");
 }
+
+/// A re-crawl asks whether pages an earlier task read have changed (`If-None-Match` with their
+/// `ETag`) and, when the site says they have not, keeps the earlier read, marked `unchanged`.
+#[tokio::test]
+async fn a_re_crawl_asks_what_changed_and_marks_the_rest_unchanged() {
+    re_crawl(service(), 0).await;
+}
+
+#[tokio::test]
+async fn a_re_crawl_asks_what_changed_on_postgresql() {
+    if let Some(harness) = postgres_service() {
+        re_crawl(harness, 10).await;
+    }
+}
+
+/// Crawls pages `first..first + 3` twice with `harness`.
+async fn re_crawl(harness: &Harness, first: u32) {
+    use common::web_fixtures::CONDITIONAL;
+    let urls: Vec<String> = (first..first + 3)
+        .map(|i| harness.page(&format!("crawl/etag/{i}")))
+        .collect();
+    let args = json!({"urls": urls, "mode": "http"});
+    let earlier = crawl_to_completion(&harness.api, args.clone(), Duration::from_secs(30)).await;
+    let before = results_of(&all_pages(&harness.api, &earlier).await);
+    assert!(
+        before
+            .iter()
+            .all(|r| r["result"].get("unchanged").is_none()),
+        "{before:#?}"
+    );
+    assert_eq!(
+        before[0]["result"]["etag"],
+        format!("\"v1-{first}\""),
+        "{before:#?}"
+    );
+
+    let again = crawl_to_completion(&harness.api, args, Duration::from_secs(30)).await;
+    let after = results_of(&all_pages(&harness.api, &again).await);
+    assert_eq!(after.len(), 3, "{after:#?}");
+    for (was, now) in before.iter().zip(&after) {
+        assert_eq!(now["result"]["unchanged"], true, "{now:#}");
+        assert_eq!(now["result"]["content"], was["result"]["content"]);
+    }
+    let asked: Vec<(String, String)> = CONDITIONAL.lock().unwrap().clone();
+    for i in first..first + 3 {
+        let path = format!("/crawl/etag/{i}");
+        let seen: Vec<&str> = asked
+            .iter()
+            .filter(|(p, _)| *p == path)
+            .map(|(_, tag)| tag.as_str())
+            .collect();
+        assert_eq!(seen, ["", &format!("\"v1-{i}\"")[..]], "{asked:?}");
+    }
+}

@@ -415,8 +415,9 @@ impl Crawler {
             let global = self.global.clone().acquire_owned().await.ok();
             // A render counts against the render limit, not against these fetch limits.
             let release = move || drop((host, global));
+            let previous = self.last_read(tenant, &url, &options).await;
             self.pages
-                .open_releasing(tenant, &url, &options, None, release)
+                .open_since(tenant, &url, &options, None, previous, release)
                 .await
         };
         let Some(outcome) = self.renewing(id, index, read).await else {
@@ -461,6 +462,22 @@ impl Crawler {
             Ok(_) => {}
             Err(error) => tracing::error!(task = %id, %error, "cannot record a crawl result"),
         }
+    }
+
+    /// The tenant's latest read of `url` with validators, which a re-crawl asks the site about
+    /// (`If-None-Match`, `If-Modified-Since`) instead of reading it again; none for browser
+    /// renders, or when the store cannot say.
+    async fn last_read(&self, tenant: &Tenant, url: &str, options: &PageOptions) -> Option<Page> {
+        if options.mode == crate::pages::FetchMode::Browser {
+            return None;
+        }
+        let previous = self.store.last_read(tenant.name(), url).await;
+        // Read the same way, or its content is not what this task asked for.
+        previous.ok().flatten().filter(|page| {
+            page.extract == options.extract
+                && page.format == options.format
+                && page.next_cursor.is_none()
+        })
     }
 
     /// Whether the site's robots.txt lets task `id` read `url` (when robots.txt are obeyed):

@@ -106,6 +106,15 @@ pub struct Page {
     /// The site's `Content-Signal` header: what it allows its content to be used for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_signal: Option<String>,
+    /// The page's validators (`ETag`, `Last-Modified`): a later crawl asks whether it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// The site said the page has not changed since an earlier crawl read it (`304`): this is
+    /// that read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchanged: Option<bool>,
     /// What the URL policy refused while the browser rendered the page (frames, images,
     /// scripts, fetches of private addresses or denied domains).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -130,6 +139,7 @@ struct Loaded {
     blocked: Vec<Blocked>,
     pdf: Option<PdfInfo>,
     content_signal: Option<String>,
+    validators: (Option<String>, Option<String>),
 }
 
 /// The page reader: HTTP client, browser and the render limit.
@@ -176,6 +186,22 @@ impl Pages {
         cursor: Option<&str>,
         release: impl FnOnce() + Send,
     ) -> ToolResult<Page> {
+        self.open_since(tenant, url, options, cursor, None, release)
+            .await
+    }
+
+    /// `open_releasing` asking first whether the page changed since
+    /// `previous`, an earlier read with validators: when the site answers `304 Not Modified`,
+    /// that read comes back, marked `unchanged`.
+    pub async fn open_since(
+        &self,
+        tenant: &Arc<Tenant>,
+        url: &str,
+        options: &PageOptions,
+        cursor: Option<&str>,
+        previous: Option<Page>,
+        release: impl FnOnce() + Send,
+    ) -> ToolResult<Page> {
         crate::policy::check_length(url, "url")?;
         let url = Url::parse(url.trim())
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
@@ -188,7 +214,20 @@ impl Pages {
                 self.render(tenant, &url, kind, format, None).await?
             }
             mode => {
-                let fetched = self.web.client.get(&url, tenant.policy()).await?;
+                let conditions = previous.as_ref().map(conditions).unwrap_or_default();
+                let headers: Vec<(&str, &str)> =
+                    conditions.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let fetched = self
+                    .web
+                    .client
+                    .get_with(&url, tenant.policy(), &headers)
+                    .await?;
+                if let (304, Some(previous)) = (fetched.status, previous) {
+                    return Ok(Page {
+                        unchanged: Some(true),
+                        ..previous
+                    });
+                }
                 match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
                     Err(why) => {
@@ -218,6 +257,9 @@ impl Pages {
             hidden_text_dropped: loaded.extracted.hidden_text_dropped,
             pdf: loaded.pdf,
             content_signal: loaded.content_signal,
+            etag: loaded.validators.0,
+            last_modified: loaded.validators.1,
+            unchanged: None,
             blocked: loaded.blocked,
         })
     }
@@ -298,6 +340,7 @@ impl Pages {
             blocked,
             pdf: None,
             content_signal: None,
+            validators: (None, None),
         })
     }
 }
@@ -320,6 +363,7 @@ async fn from_http(
         blocked: Vec::new(),
         pdf: None,
         content_signal: fetched.content_signal.clone(),
+        validators: (fetched.etag.clone(), fetched.last_modified.clone()),
     };
     if matches!(mime.as_str(), "text/markdown" | "text/x-markdown") {
         let markdown = fetched.text(false);
@@ -364,6 +408,18 @@ async fn from_http(
         (Some(extracted), _) => Ok(loaded(extracted)),
         (None, why) => Err(why.unwrap_or_default()),
     })
+}
+
+/// The conditional request headers for an earlier read's validators.
+fn conditions(previous: &Page) -> Vec<(&'static str, String)> {
+    let mut headers = Vec::new();
+    if let Some(etag) = &previous.etag {
+        headers.push(("if-none-match", etag.clone()));
+    }
+    if let Some(modified) = &previous.last_modified {
+        headers.push(("if-modified-since", modified.clone()));
+    }
+    headers
 }
 
 /// What to read of a site's own Markdown: the main content or the whole page in Markdown is

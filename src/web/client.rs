@@ -33,6 +33,9 @@ pub struct Fetched {
     /// The site's `Content-Signal` header: what it allows its content to be used for
     /// (`ai-train=no, search=yes, ai-input=yes`).
     pub content_signal: Option<String>,
+    /// The response's validators, for a conditional request later.
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
     pub body: Vec<u8>,
     /// The body was longer than the cap and reading stopped there.
     pub truncated: bool,
@@ -157,16 +160,31 @@ impl WebClient {
     /// be narrower than the service's that judges addresses at connect time), reading at most
     /// the configured cap.
     pub async fn get(&self, url: &Url, policy: &UrlPolicy) -> ToolResult<Fetched> {
+        self.get_with(url, policy, &[]).await
+    }
+
+    /// `get` with more request headers (a conditional request's `If-None-Match`); a `304 Not
+    /// Modified` answer comes back as it is, with no body.
+    pub async fn get_with(
+        &self,
+        url: &Url,
+        policy: &UrlPolicy,
+        headers: &[(&str, &str)],
+    ) -> ToolResult<Fetched> {
         let deadline = Instant::now() + Duration::from_millis(self.config.total_timeout_ms);
         let mut current = url.clone();
         let mut hops: Vec<String> = Vec::new();
         loop {
             policy.check_url(&current)?;
             self.check_proxied(&current, policy).await?;
-            let request = self
-                .guarded
-                .get(current.clone())
-                .header(ACCEPT, MARKDOWN_FIRST)
+            let request = headers
+                .iter()
+                .fold(
+                    self.guarded
+                        .get(current.clone())
+                        .header(ACCEPT, MARKDOWN_FIRST),
+                    |request, (name, value)| request.header(*name, *value),
+                )
                 .send();
             let response = tokio::time::timeout_at(deadline, request)
                 .await
@@ -228,11 +246,18 @@ impl WebClient {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let content_signal = response
-            .headers()
-            .get("content-signal")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (content_signal, etag, last_modified) = (
+            header("content-signal"),
+            header("etag"),
+            header("last-modified"),
+        );
         let cap = self.config.max_bytes;
         let mut body = Vec::new();
         let mut truncated = false;
@@ -255,6 +280,8 @@ impl WebClient {
             status,
             content_type,
             content_signal,
+            etag,
+            last_modified,
             body,
             truncated,
         })

@@ -553,9 +553,42 @@ pub static CRAWL_LOAD: std::sync::Mutex<Vec<(String, usize, usize)>> =
 pub fn crawl_routes() -> Router<super::Sites> {
     Router::new()
         .route("/crawl/page/{n}", get(crawl_page))
+        .route("/crawl/etag/{n}", get(crawl_etag))
         .route("/crawl/slow", get(crawl_slow))
         .route("/crawl/shell/{n}", get(crawl_shell))
         .route("/crawl/shell-data/{n}", get(crawl_shell_data))
+}
+
+/// The `If-None-Match` each request to `/crawl/etag/{n}` carried ("" when none), by path.
+pub static CONDITIONAL: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// A page with an `ETag`, answering `304 Not Modified` to a request that names it.
+async fn crawl_etag(Path(n): Path<u32>, headers: HeaderMap) -> Response {
+    let etag = format!("\"v1-{n}\"");
+    let asked = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    CONDITIONAL
+        .lock()
+        .unwrap()
+        .push((format!("/crawl/etag/{n}"), asked.clone()));
+    if asked == etag {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+    }
+    let body = format!(
+        "<html><head><title>Versioned {n}</title></head><body><main><h1>Versioned {n}</h1>\
+         <p>This page changes rarely; its version is {etag}.</p></main></body></html>"
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
+            (header::ETAG, etag),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// One request to a JavaScript-shell page or its data, as the server saw it.

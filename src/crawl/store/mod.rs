@@ -116,6 +116,14 @@ pub trait CrawlStore: Send + Sync {
     /// Finished and failed items, counted without reading their results.
     async fn counts(&self, id: &str) -> StoreResult<(usize, usize)>;
 
+    /// The latest page `tenant`'s tasks read at `url` with an `ETag` or `Last-Modified`, for a
+    /// conditional request.
+    async fn last_read(
+        &self,
+        tenant: &crate::ids::TenantName,
+        url: &str,
+    ) -> StoreResult<Option<Page>>;
+
     /// Finished items in the order they finished.
     async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>>;
 
@@ -152,6 +160,12 @@ fn outcome_columns(
 }
 
 /// An item's outcome from its stored columns.
+/// A stored result that a conditional request can stand on.
+fn with_validators(result: Option<String>) -> Option<Page> {
+    let page: Page = serde_json::from_str(&result?).ok()?;
+    (page.etag.is_some() || page.last_modified.is_some()).then_some(page)
+}
+
 fn stored_outcome(result: Option<String>, error: Option<String>) -> Result<Page, ToolError> {
     let unreadable = |e: serde_json::Error| ToolError::internal(format!("stored result: {e}"));
     match (result, error) {

@@ -397,6 +397,26 @@ impl CrawlStore for PostgresStore {
         }))
     }
 
+    async fn last_read(
+        &self,
+        tenant: &crate::ids::TenantName,
+        url: &str,
+    ) -> StoreResult<Option<Page>> {
+        let row = self
+            .database
+            .client()
+            .await?
+            .query_opt(
+                "SELECT i.result FROM crawl_items i JOIN crawl_tasks t ON t.id = i.task_id
+                 WHERE t.tenant = $1 AND i.url = $2 AND i.result IS NOT NULL
+                   AND (i.result LIKE '%\"etag\"%' OR i.result LIKE '%\"last_modified\"%')
+                 ORDER BY t.created_ms DESC, i.finished_seq DESC LIMIT 1",
+                &[&tenant.stored(), &url],
+            )
+            .await?;
+        Ok(super::with_validators(row.and_then(|row| row.get(0))))
+    }
+
     async fn counts(&self, id: &str) -> StoreResult<(usize, usize)> {
         let row = self
             .database

@@ -243,6 +243,25 @@ impl CrawlStore for SqliteStore {
         Ok(Self::counts_now(&self.db(), id)?)
     }
 
+    async fn last_read(
+        &self,
+        tenant: &crate::ids::TenantName,
+        url: &str,
+    ) -> StoreResult<Option<Page>> {
+        let result: Option<Option<String>> = self
+            .db()
+            .query_row(
+                "SELECT items.result FROM items JOIN tasks ON tasks.id = items.task_id
+                 WHERE tasks.tenant = ?1 AND items.url = ?2 AND items.result IS NOT NULL
+                   AND (items.result LIKE '%\"etag\"%' OR items.result LIKE '%\"last_modified\"%')
+                 ORDER BY tasks.created_ms DESC, items.finished_seq DESC LIMIT 1",
+                params![tenant.stored(), url],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(super::with_validators(result.flatten()))
+    }
+
     async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
         let db = self.db();
         let mut query = db.prepare(
