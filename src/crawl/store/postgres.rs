@@ -19,9 +19,10 @@ use crate::pages::Page;
 /// The channel every instance listens on for crawl events.
 pub const CHANNEL: &str = "webpilot_crawl";
 
-const MIGRATIONS: [Migration; 1] = [(
-    1,
-    "CREATE TABLE crawl_tasks (
+const MIGRATIONS: [Migration; 2] = [
+    (
+        1,
+        "CREATE TABLE crawl_tasks (
          id TEXT PRIMARY KEY,
          tenant TEXT NOT NULL DEFAULT '',
          created_ms BIGINT NOT NULL,
@@ -58,7 +59,13 @@ const MIGRATIONS: [Migration; 1] = [(
          PRIMARY KEY (host, slot)
      );
      CREATE INDEX crawl_host_slots_by_item ON crawl_host_slots (task_id, idx);",
-)];
+    ),
+    (
+        // A re-crawl looks up the tenant's earlier reads of a URL.
+        2,
+        "CREATE INDEX crawl_items_by_url ON crawl_items (url);",
+    ),
+];
 
 const TASK_COLUMNS: &str = "id, tenant, created_ms, status, options, total";
 

@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS items (
     lease_until INTEGER,
     PRIMARY KEY (task_id, idx)
 );
+-- A re-crawl looks up the tenant's earlier reads of a URL.
+CREATE INDEX IF NOT EXISTS items_by_url ON items (url);
 ";
 
 /// Brings a database of an older version up to this schema: (table, column, statement).
