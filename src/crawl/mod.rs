@@ -404,13 +404,11 @@ impl Crawler {
         } = item;
         let host = self.host_limit(&url);
         let read = async {
-            let delay = self.robots_allow(tenant, id, &url).await?;
+            let parsed = url::Url::parse(&url).ok();
+            let delay = self.robots_allow(tenant, id, parsed.as_ref()).await?;
             let host = host.acquire_owned().await.ok();
-            if let Some(delay) = delay
-                && let Ok(parsed) = url::Url::parse(&url)
-                && let Some(robots) = &self.robots
-            {
-                robots.pace(&host_key(&parsed), delay).await;
+            if let (Some(delay), Some(parsed), Some(robots)) = (delay, &parsed, &self.robots) {
+                robots.pace(&host_key(parsed), delay).await;
             }
             let global = self.global.clone().acquire_owned().await.ok();
             // A render counts against the render limit, not against these fetch limits.
@@ -486,15 +484,15 @@ impl Crawler {
         &self,
         tenant: &Arc<Tenant>,
         id: &str,
-        url: &str,
+        url: Option<&url::Url>,
     ) -> ToolResult<Option<Duration>> {
-        let (Some(robots), Ok(parsed)) = (&self.robots, url::Url::parse(url)) else {
+        let (Some(robots), Some(parsed)) = (&self.robots, url) else {
             return Ok(None);
         };
         if !matches!(parsed.scheme(), "http" | "https") {
             return Ok(None);
         }
-        robots.check(&self.pages, tenant, id, &parsed).await
+        robots.check(&self.pages, tenant, id, parsed).await
     }
 
     /// Runs `work` while renewing the item's lease; None when the lease was lost to another

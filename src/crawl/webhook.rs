@@ -171,28 +171,11 @@ async fn deliver_all(
 }
 
 async fn post(web: &WebService, hook: &Hook, body: &str, signature: &str) -> ToolResult<()> {
-    let status = if hook.listed {
-        let response = web
-            .client
-            .trusted()
-            .post(hook.url.clone())
-            .header("content-type", "application/json")
-            .header(SIGNATURE_HEADER, signature)
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| ToolError::new(ErrorCode::Upstream, e.to_string()))?;
-        response.status().as_u16()
-    } else {
-        web.client
-            .post_json(
-                &hook.url,
-                hook.tenant.policy(),
-                body,
-                &[(SIGNATURE_HEADER, signature)],
-            )
-            .await?
-    };
+    let policy = (!hook.listed).then(|| hook.tenant.policy().as_ref());
+    let status = web
+        .client
+        .post_json(&hook.url, policy, body, &[(SIGNATURE_HEADER, signature)])
+        .await?;
     if (200..300).contains(&status) {
         Ok(())
     } else {

@@ -139,7 +139,14 @@ struct Loaded {
     blocked: Vec<Blocked>,
     pdf: Option<PdfInfo>,
     content_signal: Option<String>,
-    validators: (Option<String>, Option<String>),
+    validators: Validators,
+}
+
+/// What a later request asks the site about: has the page changed since?
+#[derive(Default)]
+struct Validators {
+    etag: Option<String>,
+    last_modified: Option<String>,
 }
 
 /// The page reader: HTTP client, browser and the render limit.
@@ -170,29 +177,16 @@ impl Pages {
         options: &PageOptions,
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
-        self.open_releasing(tenant, url, options, cursor, || ())
+        self.open_since(tenant, url, options, cursor, None, || ())
             .await
     }
 
     /// `open`, calling `release` once HTTP is done with the page, before a browser render
     /// waits for its turn: a caller holding limits of its own (the crawler's per-host and global
     /// fetch permits) lets go of them there, so renders waiting for the render limit do not
-    /// hold back plain fetches.
-    pub async fn open_releasing(
-        &self,
-        tenant: &Arc<Tenant>,
-        url: &str,
-        options: &PageOptions,
-        cursor: Option<&str>,
-        release: impl FnOnce() + Send,
-    ) -> ToolResult<Page> {
-        self.open_since(tenant, url, options, cursor, None, release)
-            .await
-    }
-
-    /// `open_releasing` asking first whether the page changed since
-    /// `previous`, an earlier read with validators: when the site answers `304 Not Modified`,
-    /// that read comes back, marked `unchanged`.
+    /// hold back plain fetches. With `previous`, an earlier read with validators, it asks first
+    /// whether the page changed: when the site answers `304 Not Modified`, that read comes back,
+    /// marked `unchanged`.
     pub async fn open_since(
         &self,
         tenant: &Arc<Tenant>,
@@ -257,8 +251,8 @@ impl Pages {
             hidden_text_dropped: loaded.extracted.hidden_text_dropped,
             pdf: loaded.pdf,
             content_signal: loaded.content_signal,
-            etag: loaded.validators.0,
-            last_modified: loaded.validators.1,
+            etag: loaded.validators.etag,
+            last_modified: loaded.validators.last_modified,
             unchanged: None,
             blocked: loaded.blocked,
         })
@@ -340,7 +334,7 @@ impl Pages {
             blocked,
             pdf: None,
             content_signal: None,
-            validators: (None, None),
+            validators: Validators::default(),
         })
     }
 }
@@ -363,7 +357,10 @@ async fn from_http(
         blocked: Vec::new(),
         pdf: None,
         content_signal: fetched.content_signal.clone(),
-        validators: (fetched.etag.clone(), fetched.last_modified.clone()),
+        validators: Validators {
+            etag: fetched.etag.clone(),
+            last_modified: fetched.last_modified.clone(),
+        },
     };
     if matches!(mime.as_str(), "text/markdown" | "text/x-markdown") {
         let markdown = fetched.text(false);

@@ -208,19 +208,26 @@ impl WebClient {
         }
     }
 
-    /// POSTs a JSON `body` to `url` under `policy` (no redirects followed), with `headers`;
-    /// the answer's status.
+    /// POSTs a JSON `body` to `url` with `headers` (no redirects followed); the answer's status.
+    /// Under `policy` through the guarded client; with None, to an address the operator listed,
+    /// through the trusted one.
     pub async fn post_json(
         &self,
         url: &Url,
-        policy: &UrlPolicy,
+        policy: Option<&UrlPolicy>,
         body: &str,
         headers: &[(&str, &str)],
     ) -> ToolResult<u16> {
-        policy.check_url(url)?;
-        self.check_proxied(url, policy).await?;
+        let client = match policy {
+            Some(policy) => {
+                policy.check_url(url)?;
+                self.check_proxied(url, policy).await?;
+                &self.guarded
+            }
+            None => &self.trusted,
+        };
         let request = headers.iter().fold(
-            self.guarded
+            client
                 .post(url.clone())
                 .header(CONTENT_TYPE, "application/json")
                 .body(body.to_string()),
