@@ -85,12 +85,17 @@ impl Instance {
     }
 
     fn start_with(database: &str, agent: &str, extra: &[(&str, &str)]) -> Self {
+        Self::launch(database, agent, "", extra)
+    }
+
+    /// With `crawl` (TOML lines) added to the `[crawl]` table.
+    fn launch(database: &str, agent: &str, crawl: &str, extra: &[(&str, &str)]) -> Self {
         let (data, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let config = data.path().join("webpilot.toml");
         std::fs::write(
             &config,
             format!(
-                "[crawl]\nper_host = 4\nlease_secs = 2\nmax_urls = 500\n\n[fetch]\nuser_agent = \"{agent}\"\n"
+                "[crawl]\nper_host = 4\nlease_secs = 2\nmax_urls = 500\n{crawl}\n[fetch]\nuser_agent = \"{agent}\"\n"
             ),
         )
         .unwrap();
@@ -232,6 +237,108 @@ async fn three_instances_share_a_crawl_and_survive_one_killed() {
         "{progress:?}"
     );
     assert_eq!(progress.last(), Some(&300));
+}
+
+/// A linked site for a site crawl: `/` links ten sections, each section twelve pages (and back,
+/// and to itself with a tracking parameter); every request is logged with its user agent.
+async fn linked_site(seen: Arc<Seen>) -> String {
+    async fn linked(
+        State(seen): State<Arc<Seen>>,
+        headers: HeaderMap,
+        uri: axum::http::Uri,
+    ) -> Html<String> {
+        let agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let path = uri.to_string();
+        seen.requests
+            .lock()
+            .unwrap()
+            .push((0, format!("{agent} {path}")));
+        let _counted = InFlight::enter(&seen);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let links: Vec<String> = match path.trim_matches('/').split('/').collect::<Vec<_>>()[..] {
+            [""] => (0..10).map(|s| format!("/s/{s}")).collect(),
+            ["s", s] => (0..12)
+                .map(|p| format!("/p/{s}/{p}"))
+                .chain(["/".to_string(), format!("/s/{s}?utm_source=loop")])
+                .collect(),
+            _ => vec!["/".to_string()],
+        };
+        let anchors: String = links
+            .iter()
+            .map(|l| format!("<a href=\"{l}\">{l}</a> "))
+            .collect();
+        Html(format!(
+            "<!doctype html><title>{path}</title><article><h1>{path}</h1><p>A page of a site \
+             crawled by two instances at once, with enough words to be read as its main \
+             content.</p>{anchors}</article>"
+        ))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new().fallback(linked).with_state(seen);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    origin
+}
+
+/// Two instances share one site crawl: the pages one finds are read by both, and no page is
+/// read twice (the site's log is the evidence).
+#[tokio::test]
+async fn two_instances_share_a_site_crawl_reading_each_page_once() {
+    let Some(database) = postgres::database() else {
+        return;
+    };
+    let seen = Arc::new(Seen::default());
+    let origin = linked_site(seen.clone()).await;
+    // Two fetches each at most: the site's four slots are only all used when both take part.
+    let instances: Vec<Instance> = ["instance-a", "instance-b"]
+        .iter()
+        .map(|agent| Instance::launch(&database, agent, "global_parallel = 2\n", &[]))
+        .collect();
+    let a = instances[0].api.clone();
+    let (status, created) = call_at(
+        &a,
+        "crawl_batch",
+        json!({"urls": [format!("{origin}/")], "parallel": 8, "mode": "http",
+               "follow": {"depth": 2}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    common::task_reaches(&a, &id, &["completed"], Duration::from_secs(90)).await;
+    let report = get_json(&format!("{a}/api/crawler/tasks/{id}")).await;
+    assert_eq!(report["errors"], json!([]), "{report:#}");
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1 + 10 + 120, "{report:#}");
+    assert_eq!(report["total"], 131);
+
+    let requests = seen.requests.lock().unwrap().clone();
+    let mut pages: HashMap<String, usize> = HashMap::new();
+    let mut by_agent: HashMap<String, usize> = HashMap::new();
+    for (_, line) in &requests {
+        let (agent, path) = line.split_once(' ').unwrap();
+        // Each instance asks for robots.txt once per task it works on.
+        if path == "/robots.txt" {
+            continue;
+        }
+        *by_agent.entry(agent.to_string()).or_default() += 1;
+        *pages.entry(path.to_string()).or_default() += 1;
+    }
+    let twice: Vec<(&String, &usize)> = pages.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "pages read twice: {twice:?}");
+    assert_eq!(pages.len(), 131, "{pages:?}");
+    assert!(!pages.keys().any(|p| p.contains("utm_")), "{pages:?}");
+    for agent in ["instance-a", "instance-b"] {
+        assert!(
+            by_agent.get(agent).is_some_and(|n| *n > 0),
+            "{agent} read nothing: {by_agent:?}"
+        );
+    }
+    let peak = seen.peak.load(Ordering::SeqCst);
+    assert!(peak <= 4, "{peak} requests in flight at once (per_host 4)");
 }
 
 /// A task's `parallel` is the task's, not each instance's: with `parallel: 2` on two instances
@@ -610,15 +717,19 @@ async fn twenty_sessions_through_a_round_robin_nginx() {
         ),
     )
     .unwrap();
-    let mut server = std::process::Command::new(nginx)
-        .args(["-p"])
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .args(["-g", "daemon off;"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nginx starts");
+    // One process (no master and worker), ended with the test whatever happens: a worker left
+    // behind would outlive the test binary and hold its output pipe open.
+    let _server = Reaped(
+        std::process::Command::new(nginx)
+            .args(["-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf)
+            .args(["-g", "daemon off; master_process off;"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx starts"),
+    );
     let front = format!("http://127.0.0.1:{port}");
     eventually("nginx answers", Duration::from_secs(10), || {
         let front = front.clone();
@@ -663,10 +774,18 @@ async fn twenty_sessions_through_a_round_robin_nginx() {
         sessions_of(&a.api).await.len(),
         sessions_of(&b.api).await.len(),
     );
-    let _ = server.kill();
-    let _ = server.wait();
     assert_eq!(on_a + on_b, 20, "{on_a} + {on_b}");
     assert!(on_a > 0 && on_b > 0, "{on_a} on A, {on_b} on B");
+}
+
+/// A child process killed (and waited for) when it goes out of scope, a failed assertion too.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A headless Chromium of its own with its DevTools endpoint on a free port, as a browser host

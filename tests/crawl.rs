@@ -62,8 +62,10 @@ async fn all_pages(api: &str, id: &str) -> Vec<Value> {
         )
         .await;
         assert_eq!(status, 200, "{page:#}");
-        let items =
-            page["results"].as_array().unwrap().len() + page["errors"].as_array().unwrap().len();
+        let skipped = page["skipped"].as_array().map_or(0, Vec::len);
+        let items = page["results"].as_array().unwrap().len()
+            + page["errors"].as_array().unwrap().len()
+            + skipped;
         assert!(items > 0, "every page carries at least one URL: {page:#}");
         cursor = page["next_cursor"].as_str().map(str::to_string);
         assert_eq!(page["truncated"], cursor.is_some(), "{page:#}");
@@ -551,13 +553,20 @@ async fn a_site_s_robots_txt_is_obeyed_and_its_crawl_delay_kept() {
         .iter()
         .flat_map(|p| p["errors"].as_array().unwrap().clone())
         .collect();
-    assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert_eq!(errors[0]["url"], urls[1]);
-    let message = errors[0]["error"]["message"].as_str().unwrap();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let skipped: Vec<Value> = pages
+        .iter()
+        .flat_map(|p| p["skipped"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(skipped.len(), 1, "{pages:#?}");
+    assert_eq!(skipped[0]["url"], urls[1]);
+    assert_eq!(skipped[0]["reason"], "robots");
+    let rule = skipped[0]["rule"].as_str().unwrap();
     assert!(
-        message.contains("robots.txt disallows /private/secret for webpilot"),
-        "{message}"
+        rule.contains("robots.txt disallows /private/secret for webpilot"),
+        "{rule}"
     );
+    assert_eq!(pages.last().unwrap()["status"], "completed");
 
     let requested = site.requested();
     let robots = requested.iter().filter(|(p, _)| p == "/robots.txt").count();

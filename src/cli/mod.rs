@@ -232,7 +232,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
                     ..PageOptions::default()
                 },
                 parallel,
-                webhook: None,
+                ..TaskOptions::default()
             };
             let app = App::new(config).await?;
             crate::server::cancel_on_signal(app.stop.clone());

@@ -4,12 +4,17 @@
 //! each claiming items under leases) so a restart resumes it, and its progress broadcast as one
 //! event per finished URL, then `done`, to subscribers on every instance.
 
+mod follow;
+mod frontier;
 mod model;
+mod reading;
 mod reports;
 mod robots;
+mod sitemaps;
 mod store;
 mod webhook;
 
+pub use frontier::{Follow, Found, LinkScope, SkipReason};
 pub use model::*;
 
 use crate::db::Storage;
@@ -31,6 +36,8 @@ use crate::config::{CrawlConfig, RobotsRule};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::pages::{Page, PageOptions, Pages};
 use crate::tenancy::{Tenant, Tenants};
+use frontier::Frontier;
+use reading::Item;
 use robots::RobotsBook;
 use store::{Claim, CrawlStore, ItemRow, Lease, PostgresStore, SqliteStore, TaskRow};
 pub use webhook::SIGNATURE_HEADER as WEBHOOK_SIGNATURE_HEADER;
@@ -211,19 +218,22 @@ impl Crawler {
                 "field `parallel` must be from 1 to {max_parallel}"
             )));
         }
-        let mut items = Vec::with_capacity(urls.len());
-        for (index, url) in urls.into_iter().enumerate() {
-            let Some(host) = url::Url::parse(&url)
-                .ok()
-                .filter(|u| matches!(u.scheme(), "http" | "https"))
-                .map(|u| host_key(&u))
-            else {
+        for (index, url) in urls.iter().enumerate() {
+            if !url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
                 return Err(ToolError::invalid(format!(
                     "field `urls[{index}]` is not an http(s) URL: {url:?}"
                 )));
-            };
-            items.push((url, host));
+            }
         }
+        let mut options = options;
+        let items = match &options.follow {
+            Some(follow) => {
+                Frontier::new(follow, &urls)?;
+                options.seeds = urls.clone();
+                Frontier::seeds(&urls)
+            }
+            None => Frontier::listed(urls),
+        };
         crate::pages::paging::budget(options.page.max_tokens)?;
         if let Some(url) = &options.webhook {
             self.webhooks.check(tenant, url)?;
@@ -297,6 +307,10 @@ impl Crawler {
             return Ok(());
         };
         self.store.set_status(id, TaskStatus::Running).await?;
+        let frontier = match &task.options.follow {
+            Some(follow) => Some(Arc::new(Frontier::new(follow, &task.options.seeds)?)),
+            None => None,
+        };
         let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
         loop {
@@ -304,19 +318,34 @@ impl Crawler {
                 permit = per_task.clone().acquire_owned() => permit?,
                 () = self.stopped() => break,
             };
+            // This instance's capacity before a claim: an item claimed is an item this instance
+            // can start now, and a host slot it holds is one it uses (the others of a cluster
+            // claim the rest).
+            let capacity = tokio::select! {
+                capacity = self.global.clone().acquire_owned() => capacity?,
+                () = self.stopped() => break,
+            };
             // Reaped as they end: a wait for "the next item of ours to finish" below must not be
             // answered by one that finished long ago (each such answer is a claim for nothing).
             while running.try_join_next().is_some() {}
             match self.store.claim(id, &self.lease).await? {
-                Claim::Item { index, url } => {
+                Claim::Item { index, url, depth } => {
                     let (crawler, tenant) = (self.clone(), tenant.clone());
-                    let (id, options) = (id.to_string(), task.options.page.clone());
+                    let (id, mut options) = (id.to_string(), task.options.page.clone());
+                    options.links = frontier.is_some();
+                    if frontier.as_ref().is_some_and(|f| f.follow.map) {
+                        // A map wants the page's title and links, not its content.
+                        options.extract = crate::web::extract::ExtractKind::Links;
+                    }
+                    let frontier = frontier.clone();
                     running.spawn(async move {
                         let item = Item {
                             id: &id,
                             index,
                             url,
-                            total: task.total,
+                            depth,
+                            frontier: frontier.as_deref(),
+                            capacity: Some(capacity),
                         };
                         tokio::select! {
                             () = crawler.fetch(&tenant, item, options) => {}
@@ -328,7 +357,7 @@ impl Crawler {
                 }
                 Claim::Empty => break,
                 Claim::Busy => {
-                    drop(permit);
+                    drop((permit, capacity));
                     if !self.room(&mut running, finished_elsewhere).await {
                         break;
                     }
@@ -364,12 +393,14 @@ impl Crawler {
     /// Sets a task whose items all finished to its final status and announces it, once across
     /// all instances.
     async fn conclude(&self, task: &TaskRow) -> anyhow::Result<()> {
-        let (id, total) = (task.id.as_str(), task.total);
+        let id = task.id.as_str();
         if let Some(robots) = &self.robots {
             robots.forget(id);
         }
-        let (finished, errors) = self.store.counts(id).await?;
-        let status = if errors == finished {
+        let counts = self.store.counts(id).await?;
+        // Everything found: the task's total grew while it ran.
+        let total = self.store.task(id).await?.map_or(task.total, |t| t.total);
+        let status = if counts.read + counts.listed == 0 {
             TaskStatus::Failed
         } else {
             TaskStatus::Completed
@@ -379,159 +410,21 @@ impl Crawler {
                 (&task.options.webhook, self.tenants.named(&task.tenant))
             {
                 let event = json!({ "event": status.as_str(), "task_id": id, "total": total,
-                    "progress": finished, "errors": errors });
+                    "progress": counts.finished, "errors": counts.failed,
+                    "skipped": counts.skipped });
                 self.webhooks.send(&owner, id, url, event, true);
             }
             self.announce(CrawlEvent::Done {
                 task_id: id.to_string(),
                 status,
-                progress: finished,
+                progress: counts.finished,
                 total,
-                errors,
+                errors: counts.failed,
+                skipped: counts.skipped,
             })
             .await;
         }
         Ok(())
-    }
-
-    /// Reads a claimed item, renewing its lease meanwhile, and records its outcome.
-    async fn fetch(&self, tenant: &Arc<Tenant>, item: Item<'_>, options: PageOptions) {
-        let Item {
-            id,
-            index,
-            url,
-            total,
-        } = item;
-        let host = self.host_limit(&url);
-        let read = async {
-            let parsed = url::Url::parse(&url).ok();
-            let delay = self.robots_allow(tenant, id, parsed.as_ref()).await?;
-            let host = host.acquire_owned().await.ok();
-            if let (Some(delay), Some(parsed), Some(robots)) = (delay, &parsed, &self.robots) {
-                robots.pace(&host_key(parsed), delay).await;
-            }
-            let global = self.global.clone().acquire_owned().await.ok();
-            // A render counts against the render limit, not against these fetch limits.
-            let release = move || drop((host, global));
-            let previous = self.last_read(tenant, &url, &options).await;
-            self.pages
-                .open_since(tenant, &url, &options, None, previous, release)
-                .await
-        };
-        let Some(outcome) = self.renewing(id, index, read).await else {
-            return;
-        };
-        let outcome = outcome.and_then(|page| match page.status {
-            Some(status) if status >= 400 => Err(ToolError::new(
-                ErrorCode::Upstream,
-                format!("{url} answered HTTP {status}"),
-            )
-            .with_hint("check the URL")),
-            _ => Ok(page),
-        });
-        let mut event = CrawlEvent::Progress {
-            task_id: id.to_string(),
-            index,
-            url,
-            ok: outcome.is_ok(),
-            progress: 0,
-            total,
-            error: outcome.as_ref().err().cloned(),
-        };
-        let announcement = serde_json::to_string(&event).unwrap_or_default();
-        let shared = self.store.shared();
-        let _order = if shared {
-            None
-        } else {
-            Some(self.finishing.lock().await)
-        };
-        match self
-            .store
-            .finish(id, index, &outcome, &self.lease, &announcement)
-            .await
-        {
-            Ok(Some(recorded)) if !shared => {
-                if let CrawlEvent::Progress { progress, .. } = &mut event {
-                    *progress = recorded.progress;
-                }
-                self.broadcast(event);
-            }
-            // The store told every instance (this one too).
-            Ok(_) => {}
-            Err(error) => tracing::error!(task = %id, %error, "cannot record a crawl result"),
-        }
-    }
-
-    /// The tenant's latest read of `url` with validators, which a re-crawl asks the site about
-    /// (`If-None-Match`, `If-Modified-Since`) instead of reading it again; none for browser
-    /// renders, or when the store cannot say.
-    async fn last_read(&self, tenant: &Tenant, url: &str, options: &PageOptions) -> Option<Page> {
-        if options.mode == crate::pages::FetchMode::Browser {
-            return None;
-        }
-        let previous = self.store.last_read(tenant.name(), url).await;
-        // Read the same way, or its content is not what this task asked for.
-        previous.ok().flatten().filter(|page| {
-            page.extract == options.extract
-                && page.format == options.format
-                && page.next_cursor.is_none()
-        })
-    }
-
-    /// Whether the site's robots.txt lets task `id` read `url` (when robots.txt are obeyed):
-    /// Ok with the host's crawl delay, or the error that reports the URL as skipped.
-    async fn robots_allow(
-        &self,
-        tenant: &Arc<Tenant>,
-        id: &str,
-        url: Option<&url::Url>,
-    ) -> ToolResult<Option<Duration>> {
-        let (Some(robots), Some(parsed)) = (&self.robots, url) else {
-            return Ok(None);
-        };
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Ok(None);
-        }
-        robots.check(&self.pages, tenant, id, parsed).await
-    }
-
-    /// Runs `work` while renewing the item's lease; None when the lease was lost to another
-    /// instance (which reads the item again), so the outcome must not be recorded.
-    async fn renewing<T>(
-        &self,
-        id: &str,
-        index: usize,
-        work: impl Future<Output = T>,
-    ) -> Option<T> {
-        let mut work = std::pin::pin!(work);
-        let mut renewal = tokio::time::interval(self.lease.length / 3);
-        renewal.tick().await;
-        loop {
-            tokio::select! {
-                outcome = &mut work => return Some(outcome),
-                _ = renewal.tick() => match self.store.renew(id, index, &self.lease).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(task = %id, index, "crawl item's lease lost; left to its new holder");
-                        return None;
-                    }
-                    // The lease may still hold: keep reading, renew at the next tick.
-                    Err(error) => tracing::warn!(task = %id, index, %error, "cannot renew a crawl lease"),
-                },
-            }
-        }
-    }
-
-    /// The semaphore of `url`'s host (`host:port`), shared by all tasks of this instance.
-    fn host_limit(&self, url: &str) -> Arc<Semaphore> {
-        let host = url::Url::parse(url)
-            .map(|u| host_key(&u))
-            .unwrap_or_default();
-        let mut hosts = self.hosts.locked();
-        hosts
-            .entry(host)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.config.per_host)))
-            .clone()
     }
 
     /// Sends an event to its subscribers on every instance.
@@ -562,15 +455,6 @@ impl Crawler {
             channels.remove(&id);
         }
     }
-}
-
-/// One URL of a task.
-struct Item<'a> {
-    id: &'a str,
-    index: usize,
-    url: String,
-    /// The task's URL count, for progress events.
-    total: usize,
 }
 
 /// A URL's host and port, the unit of the per-host limit.

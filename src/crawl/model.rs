@@ -47,6 +47,12 @@ pub struct TaskOptions {
     /// Where the task's events go (`started`, then `completed` or `failed`), signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<String>,
+    /// Links the task follows from its seeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<Follow>,
+    /// A site crawl's seeds, which its scope is judged against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<String>,
 }
 
 /// A task without its results.
@@ -54,9 +60,16 @@ pub struct TaskOptions {
 pub struct TaskSummary {
     pub task_id: String,
     pub status: TaskStatus,
-    /// URLs finished (read or failed).
+    /// URLs finished (read, failed or skipped when their turn came).
     pub progress: usize,
+    /// URLs to read: the seeds, and the pages found that are in scope.
     pub total: usize,
+    /// URLs not read (robots.txt, out of scope, over `max_pages`, duplicates).
+    #[serde(rename = "skipped_count", skip_serializing_if = "is_zero")]
+    pub skipped: usize,
+    /// URLs a map lists.
+    #[serde(rename = "listed_count", skip_serializing_if = "is_zero")]
+    pub listed: usize,
     pub created_ms: i64,
     pub options: TaskOptions,
 }
@@ -68,6 +81,22 @@ pub struct TaskReport {
     pub summary: TaskSummary,
     pub results: Vec<ItemResult>,
     pub errors: Vec<ItemError>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<ItemSkipped>,
+    /// A map's URLs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listed: Vec<ItemListed>,
+}
+
+/// How a URL of the task was found: none for seeds.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Origin {
+    /// Link hops from a seed.
+    #[serde(skip_serializing_if = "is_zero_depth")]
+    pub depth: u32,
+    /// The page (or sitemap) that linked to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 /// A URL read.
@@ -75,6 +104,8 @@ pub struct TaskReport {
 pub struct ItemResult {
     pub index: usize,
     pub url: String,
+    #[serde(flatten)]
+    pub origin: Origin,
     pub result: Page,
 }
 
@@ -83,7 +114,77 @@ pub struct ItemResult {
 pub struct ItemError {
     pub index: usize,
     pub url: String,
+    #[serde(flatten)]
+    pub origin: Origin,
     pub error: ToolError,
+}
+
+/// A URL not read, and why.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ItemSkipped {
+    pub index: usize,
+    pub url: String,
+    #[serde(flatten)]
+    pub origin: Origin,
+    #[serde(flatten)]
+    pub skip: Skip,
+}
+
+/// A URL a map lists.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ItemListed {
+    pub index: usize,
+    pub url: String,
+    #[serde(flatten)]
+    pub origin: Origin,
+    #[serde(flatten)]
+    pub listing: Listing,
+}
+
+/// What a map knows of a URL without reading it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Listing {
+    /// The page's title, or the text of a link to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// Why a URL was not read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Skip {
+    pub reason: SkipReason,
+    /// The rule that kept it out (a robots.txt line, a redirect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The text of the link to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// What became of a URL of a task.
+#[derive(Debug, Clone)]
+pub enum ItemOutcome {
+    Read(Box<Page>),
+    Failed(ToolError),
+    Skipped(Skip),
+    Listed(Listing),
+}
+
+impl ItemOutcome {
+    pub fn error(&self) -> Option<&ToolError> {
+        match self {
+            ItemOutcome::Failed(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_depth(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Task summaries, newest first.
@@ -105,6 +206,9 @@ pub enum CrawlEvent {
         total: usize,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<ToolError>,
+        /// Not read, and why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skipped: Option<SkipReason>,
     },
     Done {
         task_id: String,
@@ -112,6 +216,8 @@ pub enum CrawlEvent {
         progress: usize,
         total: usize,
         errors: usize,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        skipped: usize,
     },
 }
 

@@ -47,11 +47,13 @@ impl Crawler {
     }
 
     pub(super) async fn summarize(&self, task: TaskRow) -> ToolResult<TaskSummary> {
-        let (progress, _) = self.store.counts(&task.id).await.map_err(database_error)?;
+        let counts = self.store.counts(&task.id).await.map_err(database_error)?;
         Ok(TaskSummary {
             task_id: task.id,
             status: task.status,
-            progress,
+            progress: counts.finished,
+            skipped: counts.skipped,
+            listed: counts.listed,
             total: task.total,
             created_ms: task.created_ms,
             options: task.options,
@@ -75,10 +77,11 @@ impl Crawler {
         max_chars: usize,
     ) -> ToolResult<(TaskReport, Option<usize>)> {
         let summary = self.summary(tenant, id).await?;
-        if from > summary.total {
+        // Every URL of the task has an index: those read, skipped or listed.
+        let urls = summary.total + summary.skipped + summary.listed;
+        if from > urls {
             return Err(ToolError::invalid(format!(
-                "field `cursor` points past the task's {} URLs",
-                summary.total
+                "field `cursor` points past the task's {urls} URLs"
             ))
             .with_hint("pass the next_cursor of the previous result, or omit cursor"));
         }
@@ -110,20 +113,49 @@ impl Crawler {
     }
 }
 
-/// `summary` with the items split into `results` and `errors`, in the given order.
+/// `summary` with the items split into `results`, `errors` and `skipped`, in the given order.
 pub(super) fn with_items(summary: TaskSummary, items: Vec<ItemRow>) -> TaskReport {
     let (mut results, mut errors) = (Vec::new(), Vec::new());
+    let (mut skipped, mut listed) = (Vec::new(), Vec::new());
     for item in items {
         let (index, url) = (item.index, item.url);
+        let origin = Origin {
+            depth: item.depth,
+            from: item.from,
+        };
         match item.outcome {
-            Ok(result) => results.push(ItemResult { index, url, result }),
-            Err(error) => errors.push(ItemError { index, url, error }),
+            ItemOutcome::Read(result) => results.push(ItemResult {
+                index,
+                url,
+                origin,
+                result: *result,
+            }),
+            ItemOutcome::Failed(error) => errors.push(ItemError {
+                index,
+                url,
+                origin,
+                error,
+            }),
+            ItemOutcome::Skipped(skip) => skipped.push(ItemSkipped {
+                index,
+                url,
+                origin,
+                skip,
+            }),
+            ItemOutcome::Listed(listing) => listed.push(ItemListed {
+                index,
+                url,
+                origin,
+                listing,
+            }),
         }
     }
     TaskReport {
         summary,
         results,
         errors,
+        skipped,
+        listed,
     }
 }
 

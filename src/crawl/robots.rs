@@ -65,19 +65,7 @@ impl RobotsBook {
         url: &Url,
     ) -> ToolResult<Option<Duration>> {
         let origin = url.origin().ascii_serialization();
-        let cell = self
-            .sites
-            .locked()
-            .entry(TaskSite {
-                task: task.to_string(),
-                origin: origin.clone(),
-            })
-            .or_default()
-            .clone();
-        let rules = cell
-            .get_or_init(|| async { Arc::new(self.fetch(pages, tenant, &origin).await) })
-            .await;
-        match rules.as_ref() {
+        match self.rules(pages, tenant, task, &origin).await.as_ref() {
             SiteRules::Open => Ok(None),
             SiteRules::Unreachable(why) => Err(skipped(format!(
                 "{origin}/robots.txt could not be read ({why}), so nothing there is read"
@@ -92,6 +80,42 @@ impl RobotsBook {
                 .filter(|secs| secs.is_finite() && *secs > 0.0)
                 .map(|secs| Duration::from_secs_f32(secs).min(MAX_DELAY))),
         }
+    }
+
+    /// The sitemaps `origin`'s robots.txt lists.
+    pub(super) async fn sitemaps(
+        &self,
+        pages: &Pages,
+        tenant: &Arc<Tenant>,
+        task: &str,
+        origin: &str,
+    ) -> Vec<String> {
+        match self.rules(pages, tenant, task, origin).await.as_ref() {
+            SiteRules::Rules(robot) => robot.sitemaps.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `origin`'s rules for task `task`, fetched by the first that asks.
+    async fn rules(
+        &self,
+        pages: &Pages,
+        tenant: &Arc<Tenant>,
+        task: &str,
+        origin: &str,
+    ) -> Arc<SiteRules> {
+        let cell = self
+            .sites
+            .locked()
+            .entry(TaskSite {
+                task: task.to_string(),
+                origin: origin.to_string(),
+            })
+            .or_default()
+            .clone();
+        cell.get_or_init(|| async { Arc::new(self.fetch(pages, tenant, origin).await) })
+            .await
+            .clone()
     }
 
     async fn fetch(&self, pages: &Pages, tenant: &Arc<Tenant>, origin: &str) -> SiteRules {

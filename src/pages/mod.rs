@@ -43,6 +43,10 @@ pub struct PageOptions {
     /// Token budget of one slice; the default when absent.
     #[serde(default)]
     pub max_tokens: Option<usize>,
+    /// Collect the page's links (`Page::links`), for a crawl that follows them.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub links: bool,
 }
 
 /// Which route reads the page: `auto` is HTTP, and the browser only when the page needs it.
@@ -119,6 +123,10 @@ pub struct Page {
     /// scripts, fetches of private addresses or denied domains).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<Blocked>,
+    /// The pages it links to, with each link's text (with `PageOptions::links`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub links: Vec<(String, String)>,
 }
 
 /// A plain file's fetch: its body, none (a 4xx answer), or a failure status.
@@ -140,6 +148,7 @@ struct Loaded {
     pdf: Option<PdfInfo>,
     content_signal: Option<String>,
     validators: Validators,
+    links: Vec<(String, String)>,
 }
 
 /// What a later request asks the site about: has the page changed since?
@@ -205,7 +214,7 @@ impl Pages {
         let loaded = match options.mode {
             FetchMode::Browser => {
                 release();
-                self.render(tenant, &url, kind, format, None).await?
+                self.render(tenant, &url, options, None).await?
             }
             mode => {
                 let conditions = previous.as_ref().map(conditions).unwrap_or_default();
@@ -222,11 +231,11 @@ impl Pages {
                         ..previous
                     });
                 }
-                match from_http(fetched, kind, format, mode == FetchMode::Auto).await? {
+                match from_http(fetched, options, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
                     Err(why) => {
                         release();
-                        self.render(tenant, &url, kind, format, Some(why)).await?
+                        self.render(tenant, &url, options, Some(why)).await?
                     }
                 }
             }
@@ -255,6 +264,7 @@ impl Pages {
             last_modified: loaded.validators.last_modified,
             unchanged: None,
             blocked: loaded.blocked,
+            links: loaded.links,
         })
     }
 
@@ -278,10 +288,10 @@ impl Pages {
         &self,
         tenant: &Arc<Tenant>,
         url: &Url,
-        kind: ExtractKind,
-        format: TextFormat,
+        options: &PageOptions,
         why: Option<String>,
     ) -> ToolResult<Loaded> {
+        let (kind, format, want_links) = (options.extract, options.format, options.links);
         self.web.client.check_target(url, tenant.policy()).await?;
         let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
         let ends = tokio::time::Instant::now() + timeout;
@@ -320,11 +330,14 @@ impl Pages {
         drop(turn);
         let (status, html, final_url) = rendered?;
         let base = final_url.clone();
-        let extracted =
-            tokio::task::spawn_blocking(move || extract::extract(&html, &base, kind, format))
-                .await
-                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        let (extracted, links) = tokio::task::spawn_blocking(move || {
+            let links = want_links.then(|| extract::link_targets(&html, &base));
+            (extract::extract(&html, &base, kind, format), links)
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
         Ok(Loaded {
+            links: links.unwrap_or_default(),
             final_url,
             status: status.and_then(|s| u16::try_from(s).ok()),
             extracted,
@@ -342,10 +355,10 @@ impl Pages {
 /// Extracts from an HTTP response; `Err(why)` when `escalate` and the page needs a browser.
 async fn from_http(
     fetched: Fetched,
-    kind: ExtractKind,
-    format: TextFormat,
+    options: &PageOptions,
     escalate: bool,
 ) -> ToolResult<Result<Loaded, String>> {
+    let (kind, format, want_links) = (options.extract, options.format, options.links);
     let mime = fetched.mime();
     let loaded = |extracted| Loaded {
         final_url: fetched.final_url.clone(),
@@ -361,16 +374,20 @@ async fn from_http(
             etag: fetched.etag.clone(),
             last_modified: fetched.last_modified.clone(),
         },
+        links: Vec::new(),
     };
     if matches!(mime.as_str(), "text/markdown" | "text/x-markdown") {
         let markdown = fetched.text(false);
         let base = fetched.final_url.clone();
-        let extracted =
-            tokio::task::spawn_blocking(move || from_markdown(markdown, &base, kind, format))
-                .await
-                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        let (extracted, links) = tokio::task::spawn_blocking(move || {
+            let links = want_links.then(|| markdown_links(&markdown, &base));
+            (from_markdown(markdown, &base, kind, format), links)
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
         return Ok(Ok(Loaded {
             via: Via::Markdown,
+            links: links.unwrap_or_default(),
             ..loaded(extracted)
         }));
     }
@@ -394,15 +411,19 @@ async fn from_http(
     let base = fetched.final_url.clone();
     let (extracted, why) = tokio::task::spawn_blocking(move || {
         let why = escalate.then(|| shell::needs_browser(&html)).flatten();
-        let extracted = why
-            .is_none()
-            .then(|| extract::extract(&html, &base, kind, format));
+        let extracted = why.is_none().then(|| {
+            let links = want_links.then(|| extract::link_targets(&html, &base));
+            (extract::extract(&html, &base, kind, format), links)
+        });
         (extracted, why)
     })
     .await
     .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
     Ok(match (extracted, why) {
-        (Some(extracted), _) => Ok(loaded(extracted)),
+        (Some((extracted, links)), _) => Ok(Loaded {
+            links: links.unwrap_or_default(),
+            ..loaded(extracted)
+        }),
         (None, why) => Err(why.unwrap_or_default()),
     })
 }
@@ -443,6 +464,32 @@ fn from_markdown(markdown: String, base: &Url, kind: ExtractKind, format: TextFo
         title,
         ..extract::extract(&html, base, kind, format)
     }
+}
+
+/// The links of a Markdown document, absolute, with their text.
+pub fn markdown_links(markdown: &str, base: &Url) -> Vec<(String, String)> {
+    use pulldown_cmark::{Event, Tag, TagEnd};
+    let mut links = Vec::new();
+    // The link being read: its URL and the text so far.
+    let mut open: Option<(String, String)> = None;
+    for event in pulldown_cmark::Parser::new(markdown) {
+        match event {
+            Event::Start(Tag::Link { dest_url, .. }) => {
+                open = base
+                    .join(&dest_url)
+                    .ok()
+                    .map(|u| (u.to_string(), String::new()));
+            }
+            Event::Text(text) | Event::Code(text) => {
+                if let Some((_, label)) = &mut open {
+                    label.push_str(&text);
+                }
+            }
+            Event::End(TagEnd::Link) => links.extend(open.take()),
+            _ => {}
+        }
+    }
+    links
 }
 
 /// `text` safe inside an HTML element.

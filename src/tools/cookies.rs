@@ -25,9 +25,9 @@ storageState, cookies.txt, JSON cookie arrays) are also there.";
 #[serde(deny_unknown_fields)]
 pub struct CookiesArgs {
     pub action: Action,
-    /// Profile name.
+    // Profile name.
     pub name: Option<String>,
-    /// Account label.
+    // Account label.
     pub account: Option<String>,
     /// list: cookies for this URL.
     pub url: Option<String>,
@@ -44,7 +44,7 @@ pub struct CookiesArgs {
     pub path: Option<String>,
     /// load: open its start URL.
     pub auto_navigate: Option<bool>,
-    /// list: unmask values.
+    // list: unmask values.
     pub show_values: Option<bool>,
     pub session: Option<SessionField>,
 }

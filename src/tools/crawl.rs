@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, Tool};
-use crate::crawl::{TaskOptions, TaskReport, TaskStatus};
+use crate::crawl::{Follow, TaskOptions, TaskReport, TaskStatus};
 use crate::error::ToolResult;
 use crate::pages::{FetchMode, PageOptions, paging};
 use crate::web::extract::{ExtractKind, TextFormat};
@@ -22,7 +22,7 @@ tokens per call; pass next_cursor as cursor for the rest (best once the task com
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlBatchArgs {
-    /// http(s) URLs to read.
+    // http(s) URLs to read.
     pub urls: Vec<String>,
     /// Default main.
     pub extract: Option<ExtractKind>,
@@ -35,8 +35,10 @@ pub struct CrawlBatchArgs {
     /// Per page (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
-    /// Signed start/end events URL.
+    /// Signed events URL.
     pub webhook: Option<String>,
+    /// Crawl the urls' sites: depth (link hops, default 1), scope (same_host default, same_site, prefix: seed's folder, any), include/exclude (URL or path globs), max_pages, from_sitemap, map (list URLs only).
+    pub follow: Option<Follow>,
 }
 
 shared_fields!(CrawlBatchArgs {});
@@ -44,7 +46,7 @@ shared_fields!(CrawlBatchArgs {});
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlStatusArgs {
-    /// From crawl_batch.
+    // From crawl_batch.
     pub task_id: String,
     pub cursor: Option<String>,
     /// About this many tokens of outcomes per call (default 4000). Not published, so the tool
@@ -110,9 +112,12 @@ impl Tool for CrawlBatch {
                 format: args.format.unwrap_or_default(),
                 mode: args.mode.unwrap_or_default(),
                 max_tokens: args.max_tokens,
+                links: false,
             },
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
             webhook: args.webhook,
+            follow: args.follow,
+            seeds: Vec::new(),
         };
         let hooked = options.webhook.is_some();
         let (total, parallel) = (args.urls.len(), options.parallel);

@@ -29,7 +29,7 @@ pub struct NavigateArgs {
     pub mode: Option<Mode>,
     /// mode=search (default duckduckgo).
     pub engine: Option<Engine>,
-    /// In a new tab.
+    // In a new tab.
     pub new_tab: Option<bool>,
     /// Text or selector to await.
     pub wait_for: Option<String>,

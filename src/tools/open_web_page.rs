@@ -18,7 +18,7 @@ next_cursor back as cursor.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenWebPageArgs {
-    /// http(s) URL to read.
+    // http(s) URL to read.
     pub url: String,
     /// Default main.
     pub extract: Option<ExtractKind>,
@@ -56,6 +56,7 @@ impl Tool for OpenWebPage {
             format: args.format.unwrap_or_default(),
             mode: args.mode.unwrap_or_default(),
             max_tokens: args.max_tokens,
+            links: false,
         };
         let pages = &call.ctx.pages;
         let mut page = pages

@@ -20,9 +20,9 @@ browser_read mode=elements and the legend lists them. format=pdf prints the whol
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
-    /// Number elements by ref.
+    // Number elements by ref (the tool description says so).
     pub annotate: Option<bool>,
-    /// Whole page.
+    // Whole page.
     pub full_page: Option<bool>,
     /// Capture only this element.
     #[serde(rename = "ref")]
@@ -31,12 +31,12 @@ pub struct ScreenshotArgs {
     pub format: Option<Format>,
     /// pdf paper (default A4).
     pub paper: Option<Paper>,
-    /// pdf: landscape.
+    // pdf: landscape.
     pub landscape: Option<bool>,
     /// JPEG/WebP 1-100 (default 80).
     #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
-    /// Max px width.
+    // Max px width.
     #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
     /// Also save in screenshots/.

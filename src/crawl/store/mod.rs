@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{TaskOptions, TaskStatus};
+use super::{Found, ItemOutcome, Listing, Skip, TaskOptions, TaskStatus};
 use crate::error::ToolError;
 use crate::ids::TenantName;
 use crate::pages::Page;
@@ -32,12 +32,28 @@ pub struct TaskRow {
     pub total: usize,
 }
 
-/// A finished item.
+/// A finished (or skipped) item.
 #[derive(Debug, Clone)]
 pub struct ItemRow {
     pub index: usize,
     pub url: String,
-    pub outcome: Result<Page, ToolError>,
+    pub depth: u32,
+    pub from: Option<String>,
+    pub outcome: ItemOutcome,
+}
+
+/// A task's items by what became of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Items that were to be read and have an outcome (read, failed, or skipped when read).
+    pub finished: usize,
+    pub failed: usize,
+    /// Pages read.
+    pub read: usize,
+    /// URLs not read, whether found so or skipped when their turn came.
+    pub skipped: usize,
+    /// URLs a map lists.
+    pub listed: usize,
 }
 
 /// Who holds claims, and for how long a claim lasts unrenewed.
@@ -52,7 +68,12 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// This item is ours to read until the lease ends.
-    Item { index: usize, url: String },
+    Item {
+        index: usize,
+        url: String,
+        /// Link hops from a seed.
+        depth: u32,
+    },
     /// Items are pending but held by others (or their host is at its limit): try again later.
     Busy,
     /// No item is pending.
@@ -63,18 +84,25 @@ pub enum Claim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recorded {
     pub progress: usize,
+    /// The task's URLs to read, as many as found so far.
+    pub total: usize,
 }
 
 /// Crawl storage. Every method is one statement or one transaction.
 #[async_trait]
 pub trait CrawlStore: Send + Sync {
-    /// Stores a task and its URLs, all pending.
-    async fn create(
+    /// Stores a task and its seeds, all pending.
+    async fn create(&self, task: &TaskRow, seeds: &[Found], per_host: usize) -> StoreResult<()>;
+
+    /// Adds URLs a task found, each unless the task has its key already: pending while the
+    /// task has fewer than `max_pages` items to read, else skipped. Whether each was added.
+    async fn add(
         &self,
-        task: &TaskRow,
-        urls: &[(String, String)],
+        id: &str,
+        found: &[Found],
+        max_pages: usize,
         per_host: usize,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Vec<bool>>;
 
     /// Sets a task's status; a finished status is set once: false when it already was.
     async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool>;
@@ -108,13 +136,13 @@ pub trait CrawlStore: Send + Sync {
         &self,
         id: &str,
         index: usize,
-        outcome: &Result<Page, ToolError>,
+        outcome: &ItemOutcome,
         lease: &Lease,
         announcement: &str,
     ) -> StoreResult<Option<Recorded>>;
 
-    /// Finished and failed items, counted without reading their results.
-    async fn counts(&self, id: &str) -> StoreResult<(usize, usize)>;
+    /// The task's items by outcome, counted without reading their results.
+    async fn counts(&self, id: &str) -> StoreResult<Counts>;
 
     /// The latest page `tenant`'s tasks read at `url` with an `ETag` or `Last-Modified`, for a
     /// conditional request.
@@ -148,30 +176,66 @@ pub trait CrawlStore: Send + Sync {
 }
 
 /// An item's stored outcome columns: (state, result JSON, error JSON).
-fn outcome_columns(
-    outcome: &Result<Page, ToolError>,
-) -> (&'static str, Option<String>, Option<String>) {
+fn outcome_columns(outcome: &ItemOutcome) -> (&'static str, Option<String>, Option<String>) {
     // Plain data with string keys: encoding cannot fail.
     let text = |value: serde_json::Result<String>| value.ok();
     match outcome {
-        Ok(page) => ("done", text(serde_json::to_string(page)), None),
-        Err(error) => ("failed", None, text(serde_json::to_string(error))),
+        ItemOutcome::Read(page) => ("done", text(serde_json::to_string(page)), None),
+        ItemOutcome::Failed(error) => ("failed", None, text(serde_json::to_string(error))),
+        ItemOutcome::Skipped(skip) => ("skipped", None, text(serde_json::to_string(skip))),
+        ItemOutcome::Listed(listing) => ("listed", text(serde_json::to_string(listing)), None),
     }
 }
 
-/// An item's outcome from its stored columns.
+/// The outcome columns of a URL a task found: (state, result JSON, error JSON). It takes
+/// one of the task's `max_pages` unless it is skipped, and is skipped when `room` is none.
+fn found_columns(found: &Found, room: bool) -> (&'static str, Option<String>, Option<String>) {
+    let reason = match found.skip {
+        Some(reason) => Some(reason),
+        None if !room => Some(super::SkipReason::MaxPages),
+        None => None,
+    };
+    let title = found.title.clone();
+    match reason {
+        None if found.list_only => outcome_columns(&ItemOutcome::Listed(Listing { title })),
+        None => ("pending", None, None),
+        Some(reason) => outcome_columns(&ItemOutcome::Skipped(Skip {
+            reason,
+            rule: None,
+            title,
+        })),
+    }
+}
+
+/// The per-host limit's unit of a stored URL.
+fn host_of(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| super::host_key(&u))
+        .unwrap_or_default()
+}
+
 /// A stored result that a conditional request can stand on.
 fn with_validators(result: Option<String>) -> Option<Page> {
     let page: Page = serde_json::from_str(&result?).ok()?;
     (page.etag.is_some() || page.last_modified.is_some()).then_some(page)
 }
 
-fn stored_outcome(result: Option<String>, error: Option<String>) -> Result<Page, ToolError> {
+/// An item's outcome from its stored columns.
+fn stored_outcome(state: &str, result: Option<String>, error: Option<String>) -> ItemOutcome {
     let unreadable = |e: serde_json::Error| ToolError::internal(format!("stored result: {e}"));
-    match (result, error) {
-        (Some(result), _) => serde_json::from_str(&result).map_err(unreadable),
-        (None, Some(error)) => Err(serde_json::from_str(&error).unwrap_or_else(unreadable)),
-        (None, None) => Err(ToolError::internal("a finished item without its outcome")),
+    match (state, result, error) {
+        ("skipped", _, Some(skip)) => serde_json::from_str(&skip)
+            .map_or_else(|e| ItemOutcome::Failed(unreadable(e)), ItemOutcome::Skipped),
+        ("listed", Some(listing), _) => serde_json::from_str(&listing)
+            .map_or_else(|e| ItemOutcome::Failed(unreadable(e)), ItemOutcome::Listed),
+        (_, Some(result), _) => serde_json::from_str(&result).map_or_else(
+            |e| ItemOutcome::Failed(unreadable(e)),
+            |page| ItemOutcome::Read(Box::new(page)),
+        ),
+        (_, None, Some(error)) => {
+            ItemOutcome::Failed(serde_json::from_str(&error).unwrap_or_else(unreadable))
+        }
+        _ => ItemOutcome::Failed(ToolError::internal("a finished item without its outcome")),
     }
 }
 

@@ -8,18 +8,17 @@
 use async_trait::async_trait;
 
 use super::{
-    Claim, CrawlStore, ItemRow, Lease, Recorded, StoreResult, TaskRow, outcome_columns,
-    stored_outcome, stored_task,
+    Claim, Counts, CrawlStore, ItemRow, Lease, Recorded, StoreResult, TaskRow, found_columns,
+    host_of, outcome_columns, stored_outcome, stored_task,
 };
-use crate::crawl::TaskStatus;
+use crate::crawl::{Found, ItemOutcome, TaskStatus};
 use crate::db::postgres::{Database, Migration};
-use crate::error::ToolError;
 use crate::pages::Page;
 
 /// The channel every instance listens on for crawl events.
 pub const CHANNEL: &str = "webpilot_crawl";
 
-const MIGRATIONS: [Migration; 2] = [
+const MIGRATIONS: [Migration; 3] = [
     (
         1,
         "CREATE TABLE crawl_tasks (
@@ -65,7 +64,18 @@ const MIGRATIONS: [Migration; 2] = [
         2,
         "CREATE INDEX crawl_items_by_url ON crawl_items (url);",
     ),
+    (
+        // A site crawl reads each page once: one item per normalised URL.
+        3,
+        "ALTER TABLE crawl_items ADD COLUMN key TEXT,
+             ADD COLUMN depth INTEGER NOT NULL DEFAULT 0, ADD COLUMN found_from TEXT;
+         CREATE UNIQUE INDEX crawl_items_by_key ON crawl_items (task_id, key)
+             WHERE key IS NOT NULL;",
+    ),
 ];
+
+/// The columns an item is read back with.
+const ITEM_COLUMNS: &str = "idx, url, state, result, error, depth, found_from";
 
 const TASK_COLUMNS: &str = "id, tenant, created_ms, status, options, total";
 
@@ -96,8 +106,79 @@ fn item_row(row: &tokio_postgres::Row) -> ItemRow {
     ItemRow {
         index: row.get::<_, i32>(0).max(0) as usize,
         url: row.get(1),
-        outcome: stored_outcome(row.get(2), row.get(3)),
+        outcome: stored_outcome(row.get(2), row.get(3), row.get(4)),
+        depth: row.get::<_, i32>(5).max(0) as u32,
+        from: row.get(6),
     }
+}
+
+/// Found URLs as the columns `unnest` turns into rows.
+#[derive(Default)]
+struct FoundRows<'a> {
+    urls: Vec<&'a str>,
+    hosts: Vec<String>,
+    keys: Vec<Option<&'a str>>,
+    depths: Vec<i32>,
+    from: Vec<Option<&'a str>>,
+    states: Vec<&'static str>,
+    errors: Vec<Option<String>>,
+    results: Vec<Option<String>>,
+}
+
+/// Inserts found URLs from index `next` on (none of them known to the task yet), `room` of
+/// them pending, and their hosts' slots.
+async fn insert_found(
+    transaction: &tokio_postgres::Transaction<'_>,
+    id: &str,
+    found: &[&Found],
+    (next, mut room): (i32, usize),
+    per_host: usize,
+) -> StoreResult<()> {
+    let mut rows = FoundRows::default();
+    for item in found {
+        let (state, result, skip) = found_columns(item, room > 0);
+        room -= usize::from(state != "skipped");
+        rows.urls.push(&item.url);
+        rows.hosts.push(host_of(&item.url));
+        rows.keys.push(item.key.as_deref());
+        rows.depths.push(item.depth as i32);
+        rows.from.push(item.from.as_deref());
+        rows.states.push(state);
+        rows.errors.push(skip);
+        rows.results.push(result);
+    }
+    transaction
+        .execute(
+            "INSERT INTO crawl_items
+                 (task_id, idx, url, host, key, depth, found_from, state, error, result)
+             SELECT $1, $2 + (n - 1)::int, url, host, key, depth, found_from, state, error, result
+             FROM unnest($3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[],
+                         $9::text[], $10::text[])
+                  WITH ORDINALITY AS u (url, host, key, depth, found_from, state, error, result, n)",
+            &[
+                &id,
+                &next,
+                &rows.urls,
+                &rows.hosts,
+                &rows.keys,
+                &rows.depths,
+                &rows.from,
+                &rows.states,
+                &rows.errors,
+                &rows.results,
+            ],
+        )
+        .await?;
+    transaction
+        .execute(
+            "INSERT INTO crawl_host_slots (host, slot)
+             SELECT host, slot FROM (SELECT DISTINCT unnest($1::text[]) AS host) AS h,
+                    generate_series(0, $2 - 1) AS slot
+             ON CONFLICT DO NOTHING",
+            &[&rows.hosts, &(per_host as i32)],
+        )
+        .await?;
+    Ok(())
 }
 
 /// The slots of task `id`: rows of the host slots under a name no host has (hosts have no
@@ -112,17 +193,8 @@ fn lease_ms(lease: &Lease) -> i64 {
 
 #[async_trait]
 impl CrawlStore for PostgresStore {
-    async fn create(
-        &self,
-        task: &TaskRow,
-        urls: &[(String, String)],
-        per_host: usize,
-    ) -> StoreResult<()> {
+    async fn create(&self, task: &TaskRow, seeds: &[Found], per_host: usize) -> StoreResult<()> {
         let options = serde_json::to_string(&task.options).unwrap_or_default();
-        let (links, hosts): (Vec<&str>, Vec<&str>) = urls
-            .iter()
-            .map(|(url, host)| (url.as_str(), host.as_str()))
-            .unzip();
         let mut client = self.database.client().await?;
         let transaction = client.transaction().await?;
         transaction
@@ -135,27 +207,12 @@ impl CrawlStore for PostgresStore {
                     &task.created_ms,
                     &task.status.as_str(),
                     &options,
-                    &(urls.len() as i32),
+                    &(seeds.len() as i32),
                 ],
             )
             .await?;
-        transaction
-            .execute(
-                "INSERT INTO crawl_items (task_id, idx, url, host, state)
-                 SELECT $1, (n - 1)::int, url, host, 'pending'
-                 FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u (url, host, n)",
-                &[&task.id, &links, &hosts],
-            )
-            .await?;
-        transaction
-            .execute(
-                "INSERT INTO crawl_host_slots (host, slot)
-                 SELECT host, slot FROM (SELECT DISTINCT unnest($1::text[]) AS host) AS h,
-                        generate_series(0, $2 - 1) AS slot
-                 ON CONFLICT DO NOTHING",
-                &[&hosts, &(per_host as i32)],
-            )
-            .await?;
+        let seeds: Vec<&Found> = seeds.iter().collect();
+        insert_found(&transaction, &task.id, &seeds, (0, usize::MAX), per_host).await?;
         transaction
             .execute(
                 "INSERT INTO crawl_host_slots (host, slot)
@@ -173,6 +230,59 @@ impl CrawlStore for PostgresStore {
             .await?;
         transaction.commit().await?;
         Ok(())
+    }
+
+    async fn add(
+        &self,
+        id: &str,
+        found: &[Found],
+        max_pages: usize,
+        per_host: usize,
+    ) -> StoreResult<Vec<bool>> {
+        let mut client = self.database.client().await?;
+        let transaction = client.transaction().await?;
+        // The task's row orders the additions: indices and the page count stay exact.
+        transaction
+            .execute("SELECT 1 FROM crawl_tasks WHERE id = $1 FOR UPDATE", &[&id])
+            .await?;
+        let keys: Vec<Option<&str>> = found.iter().map(|f| f.key.as_deref()).collect();
+        let known = transaction
+            .query(
+                "SELECT key FROM crawl_items WHERE task_id = $1 AND key = ANY($2::text[])",
+                &[&id, &keys],
+            )
+            .await?;
+        let mut seen: std::collections::HashSet<String> =
+            known.iter().map(|row| row.get(0)).collect();
+        let added: Vec<bool> = found
+            .iter()
+            .map(|f| f.key.as_ref().is_none_or(|key| seen.insert(key.clone())))
+            .collect();
+        let new: Vec<&Found> = found
+            .iter()
+            .zip(&added)
+            .filter(|(_, a)| **a)
+            .map(|(f, _)| f)
+            .collect();
+        let counts = transaction
+            .query_one(
+                "SELECT COALESCE(MAX(idx) + 1, 0)::int, COUNT(*) FILTER (WHERE state <> 'skipped')
+                 FROM crawl_items WHERE task_id = $1",
+                &[&id],
+            )
+            .await?;
+        let room = max_pages.saturating_sub(counts.get::<_, i64>(1).max(0) as usize);
+        insert_found(&transaction, id, &new, (counts.get(0), room), per_host).await?;
+        transaction
+            .execute(
+                "UPDATE crawl_tasks SET total = (SELECT COUNT(*) FROM crawl_items
+                     WHERE task_id = $1 AND (state = 'pending' OR finished_seq IS NOT NULL))
+                 WHERE id = $1",
+                &[&id],
+            )
+            .await?;
+        transaction.commit().await?;
+        Ok(added)
     }
 
     async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
@@ -278,11 +388,11 @@ impl CrawlStore for PostgresStore {
                      SET claimed_by = $2, lease_until = now() + $3 * interval '1 millisecond'
                      FROM item WHERE i.task_id = item.task_id AND i.idx = item.idx
                        AND EXISTS (SELECT 1 FROM held)
-                     RETURNING i.idx, i.url
+                     RETURNING i.idx, i.url, i.depth
                  )
-                 SELECT idx, url FROM claimed
+                 SELECT idx, url, depth FROM claimed
                  UNION ALL
-                 SELECT NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM claimed) AND EXISTS (
+                 SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM claimed) AND EXISTS (
                      SELECT 1 FROM crawl_items WHERE task_id = $1 AND state = 'pending')",
                 &[
                     &id,
@@ -302,6 +412,7 @@ impl CrawlStore for PostgresStore {
                 (Some(index), Some(url)) => Claim::Item {
                     index: index.max(0) as usize,
                     url,
+                    depth: row.get::<_, Option<i32>>(2).unwrap_or(0).max(0) as u32,
                 },
                 _ => Claim::Busy,
             },
@@ -357,12 +468,12 @@ impl CrawlStore for PostgresStore {
         &self,
         id: &str,
         index: usize,
-        outcome: &Result<Page, ToolError>,
+        outcome: &ItemOutcome,
         lease: &Lease,
         announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
         let (state, result, error) = outcome_columns(outcome);
-        let failed = i32::from(outcome.is_err());
+        let failed = i32::from(outcome.error().is_some());
         // Counting on the task's row orders finishes: progress numbers go out in commit order.
         let row = self
             .database
@@ -374,7 +485,7 @@ impl CrawlStore for PostgresStore {
                      WHERE id = $1 AND EXISTS (
                          SELECT 1 FROM crawl_items WHERE task_id = $1 AND idx = $2
                            AND state = 'pending' AND claimed_by = $6)
-                     RETURNING finished
+                     RETURNING finished, total
                  ), item AS (
                      UPDATE crawl_items SET state = $3, result = $4, error = $5,
                          claimed_by = NULL, lease_until = NULL, finished_seq = task.finished
@@ -384,7 +495,8 @@ impl CrawlStore for PostgresStore {
                          task_id = NULL, idx = NULL
                      WHERE task_id = $1 AND idx = $2 AND claimed_by = $6
                  )
-                 SELECT finished, pg_notify($8, jsonb_set($9::text::jsonb, '{progress}', to_jsonb(finished))::text)
+                 SELECT finished, total, pg_notify($8, jsonb_set(jsonb_set($9::text::jsonb,
+                     '{progress}', to_jsonb(finished)), '{total}', to_jsonb(total))::text)
                  FROM task",
                 &[
                     &id,
@@ -401,6 +513,7 @@ impl CrawlStore for PostgresStore {
             .await?;
         Ok(row.map(|row| Recorded {
             progress: row.get::<_, i32>(0).max(0) as usize,
+            total: row.get::<_, i32>(1).max(0) as usize,
         }))
     }
 
@@ -424,22 +537,31 @@ impl CrawlStore for PostgresStore {
         Ok(super::with_validators(row.and_then(|row| row.get(0))))
     }
 
-    async fn counts(&self, id: &str) -> StoreResult<(usize, usize)> {
+    async fn counts(&self, id: &str) -> StoreResult<Counts> {
         let row = self
             .database
             .client()
             .await?
             .query_opt(
-                "SELECT finished, failed FROM crawl_tasks WHERE id = $1",
+                "SELECT COUNT(finished_seq), COUNT(*) FILTER (WHERE state = 'failed'),
+                        COUNT(*) FILTER (WHERE state = 'done'),
+                        COUNT(*) FILTER (WHERE state = 'skipped'),
+                        COUNT(*) FILTER (WHERE state = 'listed')
+                 FROM crawl_items WHERE task_id = $1 AND state <> 'pending'",
                 &[&id],
             )
             .await?;
-        Ok(row.map_or((0, 0), |row| {
-            (
-                row.get::<_, i32>(0).max(0) as usize,
-                row.get::<_, i32>(1).max(0) as usize,
-            )
-        }))
+        let count = |column: usize| {
+            row.as_ref()
+                .map_or(0, |row| row.get::<_, i64>(column).max(0) as usize)
+        };
+        Ok(Counts {
+            finished: count(0),
+            failed: count(1),
+            read: count(2),
+            skipped: count(3),
+            listed: count(4),
+        })
     }
 
     async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
@@ -448,8 +570,10 @@ impl CrawlStore for PostgresStore {
             .client()
             .await?
             .query(
-                "SELECT idx, url, result, error FROM crawl_items
-                 WHERE task_id = $1 AND state <> 'pending' ORDER BY finished_seq",
+                &format!(
+                    "SELECT {ITEM_COLUMNS} FROM crawl_items WHERE task_id = $1
+                     AND state <> 'pending' ORDER BY finished_seq NULLS LAST, idx"
+                ),
                 &[&id],
             )
             .await?;
@@ -487,9 +611,11 @@ impl CrawlStore for PostgresStore {
         };
         let rows = client
             .query(
-                "SELECT idx, url, result, error FROM crawl_items
-                 WHERE task_id = $1 AND state <> 'pending' AND idx >= $2 AND idx <= $3
-                 ORDER BY idx",
+                &format!(
+                    "SELECT {ITEM_COLUMNS} FROM crawl_items
+                     WHERE task_id = $1 AND state <> 'pending' AND idx >= $2 AND idx <= $3
+                     ORDER BY idx"
+                ),
                 &[&id, &(from as i32), &last],
             )
             .await?;

@@ -9,11 +9,10 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    Claim, CrawlStore, ItemRow, Lease, Recorded, StoreResult, TaskRow, outcome_columns,
-    stored_outcome, stored_task,
+    Claim, Counts, CrawlStore, ItemRow, Lease, Recorded, StoreResult, TaskRow, found_columns,
+    outcome_columns, stored_outcome, stored_task,
 };
-use crate::crawl::TaskStatus;
-use crate::error::ToolError;
+use crate::crawl::{Found, ItemOutcome, TaskStatus};
 use crate::pages::Page;
 
 const SCHEMA: &str = "
@@ -42,7 +41,7 @@ CREATE INDEX IF NOT EXISTS items_by_url ON items (url);
 ";
 
 /// Brings a database of an older version up to this schema: (table, column, statement).
-const MIGRATIONS: [(&str, &str, &str); 3] = [
+const MIGRATIONS: [(&str, &str, &str); 6] = [
     (
         "tasks",
         "tenant",
@@ -58,7 +57,27 @@ const MIGRATIONS: [(&str, &str, &str); 3] = [
         "lease_until",
         "ALTER TABLE items ADD COLUMN lease_until INTEGER",
     ),
+    // A site crawl reads each page once: one item per normalised URL (none for older rows).
+    (
+        "items",
+        "key",
+        "ALTER TABLE items ADD COLUMN key TEXT;
+         CREATE UNIQUE INDEX items_by_key ON items (task_id, key) WHERE key IS NOT NULL;",
+    ),
+    (
+        "items",
+        "depth",
+        "ALTER TABLE items ADD COLUMN depth INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        "items",
+        "found_from",
+        "ALTER TABLE items ADD COLUMN found_from TEXT",
+    ),
 ];
+
+/// The columns an item is read back with.
+const ITEM_COLUMNS: &str = "idx, url, state, result, error, depth, found_from";
 
 pub struct SqliteStore {
     sqlite: Sqlite,
@@ -80,24 +99,57 @@ impl SqliteStore {
         self.sqlite.lock()
     }
 
-    fn counts_now(db: &Connection, id: &str) -> DbResult<(usize, usize)> {
+    fn counts_now(db: &Connection, id: &str) -> DbResult<Counts> {
         db.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(state = 'failed'), 0) FROM items
-             WHERE task_id = ?1 AND state != 'pending'",
+            "SELECT COUNT(finished_seq), COALESCE(SUM(state = 'failed'), 0),
+                    COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'skipped'), 0),
+                    COALESCE(SUM(state = 'listed'), 0)
+             FROM items WHERE task_id = ?1 AND state != 'pending'",
             params![id],
-            |row| Ok((count(row, 0)?, count(row, 1)?)),
+            |row| {
+                Ok(Counts {
+                    finished: count(row, 0)?,
+                    failed: count(row, 1)?,
+                    read: count(row, 2)?,
+                    skipped: count(row, 3)?,
+                    listed: count(row, 4)?,
+                })
+            },
         )
+    }
+
+    /// Inserts found URLs from index `next` on, `room` of them pending: whether each was new.
+    fn insert_found(
+        tx: &rusqlite::Transaction<'_>,
+        id: &str,
+        found: &[Found],
+        mut next: i64,
+        mut room: usize,
+    ) -> DbResult<Vec<bool>> {
+        let mut insert = tx.prepare(
+            "INSERT OR IGNORE INTO items
+                 (task_id, idx, url, key, depth, found_from, state, result, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        let mut added = Vec::with_capacity(found.len());
+        for item in found {
+            let (state, result, error) = found_columns(item, room > 0);
+            let new = insert.execute(params![
+                id, next, item.url, item.key, item.depth, item.from, state, result, error
+            ])? == 1;
+            if new {
+                next += 1;
+                room -= usize::from(state != "skipped");
+            }
+            added.push(new);
+        }
+        Ok(added)
     }
 }
 
 #[async_trait]
 impl CrawlStore for SqliteStore {
-    async fn create(
-        &self,
-        task: &TaskRow,
-        urls: &[(String, String)],
-        _per_host: usize,
-    ) -> StoreResult<()> {
+    async fn create(&self, task: &TaskRow, seeds: &[Found], _per_host: usize) -> StoreResult<()> {
         let options = serde_json::to_string(&task.options).unwrap_or_default();
         let mut db = self.db();
         let tx = db.transaction()?;
@@ -109,19 +161,39 @@ impl CrawlStore for SqliteStore {
                 task.created_ms,
                 task.status.as_str(),
                 options,
-                urls.len() as i64,
+                seeds.len() as i64,
                 task.tenant.stored()
             ],
         )?;
-        {
-            let mut insert = tx.prepare(
-                "INSERT INTO items (task_id, idx, url, state) VALUES (?1, ?2, ?3, 'pending')",
-            )?;
-            for (index, (url, _host)) in urls.iter().enumerate() {
-                insert.execute(params![task.id, index as i64, url])?;
-            }
-        }
+        Self::insert_found(&tx, &task.id, seeds, 0, usize::MAX)?;
         Ok(tx.commit()?)
+    }
+
+    async fn add(
+        &self,
+        id: &str,
+        found: &[Found],
+        max_pages: usize,
+        _per_host: usize,
+    ) -> StoreResult<Vec<bool>> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        let (next, to_read): (i64, i64) = tx.query_row(
+            "SELECT COALESCE(MAX(idx) + 1, 0), COALESCE(SUM(state != 'skipped'), 0)
+             FROM items WHERE task_id = ?1",
+            params![id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let room = max_pages.saturating_sub(to_read.max(0) as usize);
+        let added = Self::insert_found(&tx, id, found, next, room)?;
+        tx.execute(
+            "UPDATE tasks SET total = (SELECT COUNT(*) FROM items
+                 WHERE task_id = ?1 AND (state = 'pending' OR finished_seq IS NOT NULL))
+             WHERE id = ?1",
+            params![id],
+        )?;
+        tx.commit()?;
+        Ok(added)
     }
 
     async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
@@ -179,13 +251,19 @@ impl CrawlStore for SqliteStore {
                                 WHERE task_id = ?1 AND state = 'pending'
                                   AND (lease_until IS NULL OR lease_until < ?4)
                                 ORDER BY idx LIMIT 1)
-                 RETURNING idx, url",
+                 RETURNING idx, url, depth",
                 params![id, lease.owner, now + lease.length.as_millis() as i64, now],
-                |row| Ok((count(row, 0)?, row.get::<_, String>(1)?)),
+                |row| {
+                    Ok(Claim::Item {
+                        index: count(row, 0)?,
+                        url: row.get(1)?,
+                        depth: row.get(2)?,
+                    })
+                },
             )
             .optional()?;
-        if let Some((index, url)) = claimed {
-            return Ok(Claim::Item { index, url });
+        if let Some(item) = claimed {
+            return Ok(item);
         }
         let pending: i64 = db.query_row(
             "SELECT COUNT(*) FROM items WHERE task_id = ?1 AND state = 'pending'",
@@ -222,7 +300,7 @@ impl CrawlStore for SqliteStore {
         &self,
         id: &str,
         index: usize,
-        outcome: &Result<Page, ToolError>,
+        outcome: &ItemOutcome,
         lease: &Lease,
         _announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
@@ -237,11 +315,19 @@ impl CrawlStore for SqliteStore {
         if changed != 1 {
             return Ok(None);
         }
-        let (progress, _) = Self::counts_now(&db, id)?;
-        Ok(Some(Recorded { progress }))
+        let progress = Self::counts_now(&db, id)?.finished;
+        let total: i64 = db.query_row(
+            "SELECT total FROM tasks WHERE id = ?1",
+            params![id],
+            |row| row.get(0),
+        )?;
+        Ok(Some(Recorded {
+            progress,
+            total: total.max(0) as usize,
+        }))
     }
 
-    async fn counts(&self, id: &str) -> StoreResult<(usize, usize)> {
+    async fn counts(&self, id: &str) -> StoreResult<Counts> {
         Ok(Self::counts_now(&self.db(), id)?)
     }
 
@@ -266,10 +352,10 @@ impl CrawlStore for SqliteStore {
 
     async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
         let db = self.db();
-        let mut query = db.prepare(
-            "SELECT idx, url, result, error FROM items
-             WHERE task_id = ?1 AND state != 'pending' ORDER BY finished_seq",
-        )?;
+        let mut query = db.prepare(&format!(
+            "SELECT {ITEM_COLUMNS} FROM items WHERE task_id = ?1 AND state != 'pending'
+             ORDER BY finished_seq IS NULL, finished_seq, idx"
+        ))?;
         let rows = query.query_map(params![id], item_row)?;
         Ok(rows.collect::<DbResult<_>>()?)
     }
@@ -281,15 +367,15 @@ impl CrawlStore for SqliteStore {
         max_chars: usize,
     ) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {
         let db = self.db();
-        let mut query = db.prepare(
-            "SELECT idx, url, result, error,
+        let mut query = db.prepare(&format!(
+            "SELECT {ITEM_COLUMNS},
                     length(url) + length(COALESCE(result, error, '')) FROM items
-             WHERE task_id = ?1 AND state != 'pending' AND idx >= ?2 ORDER BY idx",
-        )?;
+             WHERE task_id = ?1 AND state != 'pending' AND idx >= ?2 ORDER BY idx"
+        ))?;
         let mut rows = query.query(params![id, from as i64])?;
         let (mut items, mut used) = (Vec::new(), 0);
         while let Some(row) = rows.next()? {
-            let cost = count(row, 4)?;
+            let cost = count(row, 7)?;
             if !items.is_empty() && used + cost > max_chars {
                 return Ok((items, Some(count(row, 0)?)));
             }
@@ -316,7 +402,9 @@ fn item_row(row: &rusqlite::Row<'_>) -> DbResult<ItemRow> {
     Ok(ItemRow {
         index: count(row, 0)?,
         url: row.get(1)?,
-        outcome: stored_outcome(row.get(2)?, row.get(3)?),
+        outcome: stored_outcome(&row.get::<_, String>(2)?, row.get(3)?, row.get(4)?),
+        depth: row.get(5)?,
+        from: row.get(6)?,
     })
 }
 

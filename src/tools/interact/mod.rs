@@ -43,7 +43,7 @@ pub struct InteractArgs {
     /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Text or value.
+    // Text or value.
     pub text: Option<String>,
     /// e.g. "Control+A Enter".
     pub keys: Option<String>,
@@ -55,11 +55,11 @@ pub struct InteractArgs {
     pub files: Option<Vec<InlineFile>>,
     /// Clear first (default true).
     pub clear: Option<bool>,
-    /// Press Enter after typing.
+    // Press Enter after typing.
     pub submit: Option<bool>,
     /// Scroll without ref.
     pub direction: Option<Direction>,
-    /// Scroll pixels.
+    // Scroll pixels.
     pub amount: Option<f64>,
     /// wait/handoff: text, selector or url:GLOB.
     pub until: Option<String>,
@@ -81,7 +81,7 @@ pub struct InteractArgs {
     pub prompt_text: Option<String>,
     /// download: URL.
     pub url: Option<String>,
-    /// download: name.
+    // download: name.
     pub filename: Option<String>,
     /// ms (default 10000; handoff 600000).
     pub timeout_ms: Option<PersonTimeoutMs>,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use main_content::Article;
-pub use outline::Structured;
+pub use outline::{Structured, link_targets};
 
 /// Which part of the page to return.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

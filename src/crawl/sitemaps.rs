@@ -1,0 +1,95 @@
+//! A site's sitemaps as crawl seeds: those its robots.txt lists (else `/sitemap.xml`), sitemap
+//! index files followed, gzip sitemaps unpacked, every fetch under the task tenant's URL policy.
+//! Parsing is sitemapo's.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::Read;
+use std::sync::Arc;
+
+use url::Url;
+
+use crate::pages::{Pages, Plain};
+use crate::tenancy::Tenant;
+
+/// Sitemap files read per site and task: an index of indexes ends here.
+const MAX_FILES: usize = 64;
+/// The most a gzip sitemap unpacks to (the protocol's limit is 50 MB).
+const MAX_UNPACKED: u64 = 50 * 1024 * 1024;
+
+/// Pages the sitemaps list, each with the sitemap that listed it, at most `limit`.
+pub(super) async fn pages_listed(
+    pages: &Pages,
+    tenant: &Arc<Tenant>,
+    listed: Vec<String>,
+    origin: &str,
+    limit: usize,
+) -> Vec<(String, String)> {
+    let mut queue: VecDeque<Url> = listed.iter().filter_map(|u| Url::parse(u).ok()).collect();
+    if queue.is_empty() {
+        queue.extend(Url::parse(&format!("{origin}/sitemap.xml")));
+    }
+    let (mut seen, mut found) = (HashSet::new(), Vec::new());
+    while let Some(sitemap) = queue.pop_front() {
+        if found.len() >= limit || seen.len() >= MAX_FILES {
+            break;
+        }
+        if !seen.insert(sitemap.to_string()) {
+            continue;
+        }
+        let body = match pages.fetch_plain(tenant, &sitemap).await {
+            Ok(Plain::Found(body)) => body,
+            Ok(_) => continue,
+            Err(error) => {
+                tracing::debug!(%sitemap, %error, "sitemap not read");
+                continue;
+            }
+        };
+        let Some(body) = unpacked(body) else {
+            tracing::debug!(%sitemap, "sitemap not unpacked");
+            continue;
+        };
+        for record in sitemapo::Parser::new(body.as_slice()) {
+            match record {
+                Ok(sitemapo::Record::Entry(entry)) if found.len() < limit => {
+                    found.push((entry.location.to_string(), sitemap.to_string()));
+                }
+                Ok(sitemapo::Record::Entry(_)) => break,
+                Ok(sitemapo::Record::Sitemap(child)) => queue.push_back(child.location),
+                Err(error) => {
+                    tracing::debug!(%sitemap, %error, "sitemap read in part");
+                    break;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A sitemap's bytes, gunzipped when they are gzip (whatever the file is called).
+fn unpacked(body: Vec<u8>) -> Option<Vec<u8>> {
+    if !body.starts_with(&[0x1f, 0x8b]) {
+        return Some(body);
+    }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body.as_slice())
+        .take(MAX_UNPACKED)
+        .read_to_end(&mut out)
+        .ok()?;
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn gzip_sitemaps_are_unpacked_and_plain_ones_kept() {
+        let xml = b"<urlset><url><loc>https://example.com/a</loc></url></urlset>".to_vec();
+        let mut packer = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        packer.write_all(&xml).unwrap();
+        let packed = packer.finish().unwrap();
+        assert_eq!(unpacked(packed).unwrap(), xml);
+        assert_eq!(unpacked(xml.clone()).unwrap(), xml);
+    }
+}
