@@ -32,6 +32,8 @@ def crawl_until_done(api: str, args: dict, poll: float = 0.05) -> tuple[dict, di
     """Starts a crawl_batch task and polls crawl_status until it finished: (task, status, seconds)."""
     started = time.perf_counter()
     task = call(api, "crawl_batch", args)
+    if "task_id" not in task:
+        raise SystemExit(f"crawl_batch refused: {task}")
     while True:
         status = call(api, "crawl_status", {"task_id": task["task_id"]})
         if status["status"] in ("completed", "failed"):

@@ -705,6 +705,76 @@ async fn a_webhook_gets_signed_events_in_order_and_a_failed_one_again() {
     assert_eq!(refused["error"]["code"], "INVALID_ARGUMENT");
 }
 
+/// With `webhook_pages`, the webhook also hears of every URL as it finishes, between `started`
+/// and `completed`, each event signed like the others; `webhook_pages` alone is refused.
+#[tokio::test]
+async fn a_webhook_can_hear_of_every_page() {
+    let receiver = Receiver::start(0).await;
+    let harness = service();
+    let urls: Vec<String> = (0..4)
+        .map(|i| harness.page(&format!("crawl/page/{i}")))
+        .collect();
+    let (status, created) = call_at(
+        &harness.api,
+        "crawl_batch",
+        json!({"urls": urls, "webhook": receiver.url, "webhook_pages": true, "parallel": 2}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    common::task_reaches(&harness.api, &id, &["completed"], Duration::from_secs(30)).await;
+    eventually("the completed event", Duration::from_secs(10), || async {
+        receiver.deliveries().len() >= 6
+    })
+    .await;
+    let events: Vec<Value> = receiver
+        .deliveries()
+        .iter()
+        .map(|(status, body, signature)| {
+            assert_eq!(*status, 200);
+            assert!(signature.starts_with("sha256="), "{signature}");
+            serde_json::from_str(body).unwrap()
+        })
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["started", "page", "page", "page", "page", "completed"]
+    );
+    let progress: Vec<u64> = events[1..5]
+        .iter()
+        .map(|e| e["progress"].as_u64().unwrap())
+        .collect();
+    assert_eq!(progress, [1, 2, 3, 4], "{events:#?}");
+    let pages: HashSet<&str> = events[1..5]
+        .iter()
+        .map(|e| e["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(pages, urls.iter().map(String::as_str).collect());
+    assert!(
+        events[1..5]
+            .iter()
+            .all(|e| e["ok"] == true && e["total"] == 4)
+    );
+
+    let (status, refused) = call_at(
+        &harness.api,
+        "crawl_batch",
+        json!({"urls": urls, "webhook_pages": true}),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("webhook")
+    );
+}
+
 /// A re-crawl asks whether pages an earlier task read have changed (`If-None-Match` with their
 /// `ETag`) and, when the site says they have not, keeps the earlier read, marked `unchanged`.
 #[tokio::test]

@@ -133,6 +133,24 @@ async fn check(report: &Value) {
         report["explicit_session"], "shared-on-purpose",
         "a session argument still selects the session"
     );
+    // crawl_status with `wait` returns once the task ended, its progress told on the way.
+    let waited = &report["crawl_waited"];
+    assert_eq!(waited["status"], "completed", "{waited:#}");
+    assert_eq!(waited["progress"], 6, "{waited:#}");
+    let notes = report["crawl_progress"].as_array().unwrap();
+    assert!(!notes.is_empty(), "no progress notifications: {report:#}");
+    let counts: Vec<f64> = notes
+        .iter()
+        .map(|n| n["progress"].as_f64().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
+    assert!(notes.iter().all(|n| n["total"] == 6.0), "{notes:#?}");
+    assert!(
+        notes
+            .iter()
+            .all(|n| n["message"].as_str().unwrap().contains(" of 6 URLs: http")),
+        "{notes:#?}"
+    );
     // The hand-off's wait is reported (every 5 s, from its start) with the link in the message.
     let handoff = &report["handoff"];
     assert_eq!(handoff["handed_back"], "timeout", "{report:#}");

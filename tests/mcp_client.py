@@ -100,13 +100,23 @@ async def scenario(session, spa_url):
     # The tools without a browser session too: their structured content is checked the same way.
     await session.call_tool("browser_cookies", {"action": "list"})
     await session.call_tool("open_web_page", {"url": spa_url, "max_tokens": 200})
-    crawl = await session.call_tool("crawl_batch", {"urls": [spa_url], "mode": "http", "max_tokens": 50})
+    # A crawl awaited in one call: its progress arrives as notifications while it runs.
+    # Five quick pages, then one that answers after two seconds: the task is still running
+    # when the wait starts.
+    origin = spa_url.rsplit("/", 1)[0]
+    urls = [f"{origin}/crawl/page/{n}" for n in range(5)] + [f"{origin}/crawl/slow"]
+    crawl = await session.call_tool("crawl_batch", {"urls": urls, "mode": "http", "max_tokens": 50,
+                                                    "parallel": 1})
     task = json.loads(text_of(crawl))["task_id"]
-    for _ in range(600):
-        status = await session.call_tool("crawl_status", {"task_id": task})
-        if json.loads(text_of(status))["status"] in ("completed", "failed"):
-            break
-        await asyncio.sleep(0.05)
+    crawl_progress = []
+
+    async def on_crawl_progress(value, total, message):
+        crawl_progress.append({"progress": value, "total": total, "message": message})
+
+    status = await session.call_tool("crawl_status", {"task_id": task, "wait": 60},
+                                     progress_callback=on_crawl_progress)
+    report["crawl_waited"] = json.loads(text_of(status))
+    report["crawl_progress"] = crawl_progress
     # A hand-off nobody answers: progress (with the live link) while it waits, then its result.
     progress = []
 

@@ -237,6 +237,10 @@ impl Crawler {
         crate::pages::paging::budget(options.page.max_tokens)?;
         if let Some(url) = &options.webhook {
             self.webhooks.check(tenant, url)?;
+        } else if options.webhook_pages {
+            return Err(ToolError::invalid(
+                "field `webhook_pages` needs a `webhook`",
+            ));
         }
         let now = now_ms();
         let task = TaskRow {
@@ -338,6 +342,11 @@ impl Crawler {
                         options.extract = crate::web::extract::ExtractKind::Links;
                     }
                     let frontier = frontier.clone();
+                    let page_hook = task
+                        .options
+                        .webhook
+                        .clone()
+                        .filter(|_| task.options.webhook_pages);
                     running.spawn(async move {
                         let item = Item {
                             id: &id,
@@ -346,6 +355,7 @@ impl Crawler {
                             depth,
                             frontier: frontier.as_deref(),
                             capacity: Some(capacity),
+                            page_hook: page_hook.as_deref(),
                         };
                         tokio::select! {
                             () = crawler.fetch(&tenant, item, options) => {}

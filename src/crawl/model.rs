@@ -47,6 +47,9 @@ pub struct TaskOptions {
     /// Where the task's events go (`started`, then `completed` or `failed`), signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<String>,
+    /// The webhook also gets a `page` event per URL finished.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub webhook_pages: bool,
     /// Links the task follows from its seeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<Follow>,

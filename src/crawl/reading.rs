@@ -16,6 +16,8 @@ pub(super) struct Item<'a> {
     pub(super) frontier: Option<&'a Frontier>,
     /// One of this instance's fetches in flight (`global_parallel`).
     pub(super) capacity: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The task's webhook, when it asked for an event per URL.
+    pub(super) page_hook: Option<&'a str>,
 }
 
 impl Crawler {
@@ -38,7 +40,7 @@ impl Crawler {
                 title: None,
             })
         });
-        self.record(&item, outcome).await;
+        self.record(tenant, &item, outcome).await;
     }
 
     /// What became of an item: read, failed, or (in a site crawl) a duplicate; Err is the
@@ -81,8 +83,9 @@ impl Crawler {
         })
     }
 
-    /// Records an item's outcome once and announces it, in order.
-    async fn record(&self, item: &Item<'_>, outcome: ItemOutcome) {
+    /// Records an item's outcome once and announces it, in order (to the task's webhook too,
+    /// when it asked for page events).
+    async fn record(&self, tenant: &Arc<Tenant>, item: &Item<'_>, outcome: ItemOutcome) {
         let (id, index) = (item.id, item.index);
         let mut event = CrawlEvent::Progress {
             task_id: id.to_string(),
@@ -109,7 +112,7 @@ impl Crawler {
             .finish(id, index, &outcome, &self.lease, &announcement)
             .await
         {
-            Ok(Some(recorded)) if !shared => {
+            Ok(Some(recorded)) => {
                 if let CrawlEvent::Progress {
                     progress, total, ..
                 } = &mut event
@@ -117,10 +120,17 @@ impl Crawler {
                     *progress = recorded.progress;
                     *total = recorded.total;
                 }
-                self.broadcast(event);
+                if let Some(hook) = item.page_hook {
+                    let mut page = event.data();
+                    page["event"] = json!("page");
+                    self.webhooks.send(tenant, id, hook, page, false);
+                }
+                // A shared store told every instance (this one too).
+                if !shared {
+                    self.broadcast(event);
+                }
             }
-            // The store told every instance (this one too).
-            Ok(_) => {}
+            Ok(None) => {}
             Err(error) => tracing::error!(task = %id, %error, "cannot record a crawl result"),
         }
     }

@@ -24,7 +24,7 @@ use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::ids::SessionName;
 use crate::tenancy::Tenant;
-use crate::tools::{Caller, HandoffProgress};
+use crate::tools::{Caller, HandoffProgress, TaskProgress};
 
 /// One MCP connection's view of the service.
 #[derive(Clone)]
@@ -82,7 +82,9 @@ impl McpFront {
             .in_session(Some(self.session.clone()))
             .at(origin);
         if let Some(token) = context.meta.get_progress_token() {
-            caller = caller.reporting(progress_notifier(context.peer.clone(), token));
+            caller = caller
+                .reporting(progress_notifier(context.peer.clone(), token.clone()))
+                .reporting_tasks(task_notifier(context.peer.clone(), token));
         }
         Ok(caller)
     }
@@ -138,6 +140,25 @@ fn progress_notifier(
             let seconds = progress.waited_ms as f64 / 1000.0;
             let notice =
                 ProgressNotificationParam::new(token.clone(), seconds).with_message(message);
+            if peer.notify_progress(notice).await.is_err() {
+                break;
+            }
+        }
+    });
+    sender
+}
+
+/// Turns a background task's progress, while a call waits on it, into progress notifications.
+fn task_notifier(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+) -> mpsc::UnboundedSender<TaskProgress> {
+    let (sender, mut updates) = mpsc::unbounded_channel::<TaskProgress>();
+    tokio::spawn(async move {
+        while let Some(update) = updates.recv().await {
+            let notice = ProgressNotificationParam::new(token.clone(), update.progress as f64)
+                .with_total(update.total as f64)
+                .with_message(update.message);
             if peer.notify_progress(notice).await.is_err() {
                 break;
             }

@@ -6,10 +6,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Call, Scope, Tool};
-use crate::crawl::{Follow, TaskOptions, TaskReport, TaskStatus};
+use crate::crawl::{CrawlEvent, Follow, TaskOptions, TaskReport, TaskStatus};
 use crate::error::ToolResult;
 use crate::pages::{FetchMode, PageOptions, paging};
+use crate::tools::TaskProgress;
 use crate::web::extract::{ExtractKind, TextFormat};
+use tokio::sync::broadcast;
 
 const DEFAULT_PARALLEL: usize = 4;
 
@@ -17,7 +19,8 @@ const BATCH_GUIDE: &str = "crawl_batch reads many URLs in the background (like o
 and returns a task_id at once; poll crawl_status with it for progress, results and errors.";
 const STATUS_GUIDE: &str = "crawl_status reports a crawl task: status (pending, running, \
 completed, failed), progress of total, each URL's result or error in URL order, about 4000 \
-tokens per call; pass next_cursor as cursor for the rest (best once the task completed).";
+tokens per call; pass next_cursor as cursor for the rest (best once the task completed). \
+wait: N returns when the task ends or after N seconds.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +40,10 @@ pub struct CrawlBatchArgs {
     pub max_tokens: Option<usize>,
     /// Signed events URL.
     pub webhook: Option<String>,
+    /// The webhook also gets a `page` event per URL. Left out of the published schema (the
+    /// tool list's size): an integration's option, documented in docs/tools.md.
+    #[schemars(skip)]
+    pub webhook_pages: Option<bool>,
     /// Crawl the urls' sites: depth (link hops, default 1), scope (same_host default, same_site, prefix: seed's folder, any), include/exclude (URL or path globs), max_pages, from_sitemap, map (list URLs only).
     pub follow: Option<Follow>,
 }
@@ -49,6 +56,9 @@ pub struct CrawlStatusArgs {
     // From crawl_batch.
     pub task_id: String,
     pub cursor: Option<String>,
+    /// Seconds to await the end.
+    #[schemars(range(max = 120))]
+    pub wait: Option<u32>,
     /// About this many tokens of outcomes per call (default 4000). Not published, so the tool
     /// list stays small and a model reads a task page by page; a front that answers with a
     /// task's whole report passes a budget of its own.
@@ -86,6 +96,48 @@ pub struct CrawlStatusOutput {
 pub struct CrawlBatch;
 pub struct CrawlStatus;
 
+/// The longest `wait` of crawl_status.
+const MAX_WAIT_SECS: u32 = 120;
+
+/// Waits until task `id` finished or `seconds` passed, reporting its progress to the caller
+/// (MCP progress notifications) as URLs finish.
+async fn await_end(call: &Call<'_>, id: &str, seconds: u32) -> ToolResult<()> {
+    if seconds > MAX_WAIT_SECS {
+        return Err(crate::error::ToolError::invalid(format!(
+            "field `wait` must be at most {MAX_WAIT_SECS} seconds"
+        ))
+        .with_hint("wait again after this call returns"));
+    }
+    let (summary, mut events) = call.ctx.crawler.subscribe(call.tenant(), id).await?;
+    if summary.status.is_finished() {
+        return Ok(());
+    }
+    let ends = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds.into());
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = tokio::time::sleep_until(ends) => return Ok(()),
+        };
+        match event {
+            Ok(CrawlEvent::Progress {
+                progress,
+                total,
+                url,
+                ..
+            }) => call.report_task(TaskProgress {
+                progress,
+                total,
+                message: format!("{progress} of {total} URLs: {url}"),
+            }),
+            Ok(CrawlEvent::Done { .. }) | Err(broadcast::error::RecvError::Closed) => {
+                return Ok(());
+            }
+            // Missed events: the next one carries the count.
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+        }
+    }
+}
+
 #[async_trait]
 impl Tool for CrawlBatch {
     type Args = CrawlBatchArgs;
@@ -116,6 +168,7 @@ impl Tool for CrawlBatch {
             },
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
             webhook: args.webhook,
+            webhook_pages: args.webhook_pages.unwrap_or(false),
             follow: args.follow,
             seeds: Vec::new(),
         };
@@ -147,7 +200,7 @@ impl Tool for CrawlStatus {
     const SCOPE: Scope = Scope::Task;
     const TITLE: &'static str = "Crawl progress";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "A crawl task's status, progress, results and errors.";
+    const DESCRIPTION: &'static str = "A crawl task's status, progress and outcomes.";
 
     async fn run(
         &self,
@@ -157,6 +210,9 @@ impl Tool for CrawlStatus {
         // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
         let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
         let budget = paging::budget_chars(paging::budget(args.max_tokens)?);
+        if let Some(seconds) = args.wait {
+            await_end(call, args.task_id.trim(), seconds).await?;
+        }
         let (report, next) = call
             .ctx
             .crawler

@@ -57,6 +57,8 @@ pub struct Caller {
     pub origin: Option<String>,
     /// Where a long call reports while it waits (a hand-off), for fronts that can show it.
     pub progress: Option<mpsc::UnboundedSender<HandoffProgress>>,
+    /// Where a call waiting on a background task reports its progress (MCP progress tokens).
+    pub task_progress: Option<mpsc::UnboundedSender<TaskProgress>>,
     /// Page text comes back in marked blocks (`pages::boundaries`) unless a call says otherwise.
     pub boundaries: bool,
 }
@@ -70,6 +72,14 @@ pub struct HandoffProgress {
     pub waited_ms: u64,
 }
 
+/// A background task's progress while a call waits on it: `progress` of `total` items done.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskProgress {
+    pub progress: usize,
+    pub total: usize,
+    pub message: String,
+}
+
 impl Caller {
     /// `tenant`, in the default session unless a call names one.
     pub fn new(tenant: Arc<Tenant>) -> Self {
@@ -78,6 +88,7 @@ impl Caller {
             session: None,
             origin: None,
             progress: None,
+            task_progress: None,
             boundaries: false,
         }
     }
@@ -103,6 +114,12 @@ impl Caller {
     /// This caller, told of hand-offs on `progress`.
     pub fn reporting(mut self, progress: mpsc::UnboundedSender<HandoffProgress>) -> Self {
         self.progress = Some(progress);
+        self
+    }
+
+    /// This caller, told of the progress of tasks its calls wait on.
+    pub fn reporting_tasks(mut self, progress: mpsc::UnboundedSender<TaskProgress>) -> Self {
+        self.task_progress = Some(progress);
         self
     }
 }

@@ -85,7 +85,7 @@ impl Tool for Tabs {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "List, open, switch or close tabs by id; live: a link for a person to watch and take over; har: save requests as HAR.";
+    const DESCRIPTION: &'static str = "List, open, switch or close tabs; live: a link for a person to watch and take over; har: requests as HAR.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         let action = args.action.unwrap_or_default();

@@ -28,7 +28,7 @@ pub struct WebSearchArgs {
     pub max_results: Option<usize>,
     /// Default auto (failover).
     pub backend: Option<BackendChoice>,
-    /// Recency.
+    // Recency.
     pub time_range: Option<TimeRange>,
     /// e.g. en, de-de.
     pub language: Option<String>,

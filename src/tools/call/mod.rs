@@ -103,6 +103,7 @@ pub struct Call<'a> {
     /// Where the caller reached the service, and where it hears of hand-offs.
     origin: Option<String>,
     progress: Option<tokio::sync::mpsc::UnboundedSender<super::HandoffProgress>>,
+    task_progress: Option<tokio::sync::mpsc::UnboundedSender<super::TaskProgress>>,
     session_name: SessionName,
     requested_tab: Option<String>,
     /// When the call must be done (`timeout_ms` after it started, or the tool's default).
@@ -182,6 +183,13 @@ impl<'a> Call<'a> {
     /// Tells the front a hand-off is waiting for a person.
     pub fn report(&self, progress: super::HandoffProgress) {
         if let Some(sender) = &self.progress {
+            let _ = sender.send(progress);
+        }
+    }
+
+    /// Tells the front how far a task the call waits on got.
+    pub fn report_task(&self, progress: super::TaskProgress) {
+        if let Some(sender) = &self.task_progress {
             let _ = sender.send(progress);
         }
     }
@@ -485,6 +493,7 @@ async fn respond<T: Tool>(
         span,
         origin: caller.origin.clone(),
         progress: caller.progress.clone(),
+        task_progress: caller.task_progress.clone(),
         session_name,
         requested_tab: args.tab().map(str::to_string),
         ends: started + deadline(args.timeout_ms(), default_ms, max_ms)?,

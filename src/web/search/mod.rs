@@ -30,7 +30,7 @@ pub enum BackendChoice {
     Brave,
 }
 
-/// How recent results must be.
+// How recent results must be (no schema description: the tool list's size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeRange {
