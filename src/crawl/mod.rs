@@ -190,6 +190,50 @@ impl Crawler {
         urls: Vec<String>,
         options: TaskOptions,
     ) -> ToolResult<String> {
+        self.check_limits(tenant, &urls, &options)?;
+        let mut options = options;
+        let items = match &options.follow {
+            Some(follow) => {
+                Frontier::new(follow, &urls)?;
+                options.seeds = urls.clone();
+                Frontier::seeds(&urls)
+            }
+            None => Frontier::listed(urls),
+        };
+        let now = now_ms();
+        let task = TaskRow {
+            id: format!(
+                "crawl-{now:x}-{}-{}",
+                self.lease.owner,
+                self.next_id.fetch_add(1, Ordering::Relaxed)
+            ),
+            tenant: tenant.name().clone(),
+            created_ms: now as i64,
+            status: TaskStatus::Pending,
+            total: items.len(),
+            options,
+        };
+        self.store
+            .create(&task, &items, self.config.per_host)
+            .await
+            .map_err(database_error)?;
+        if let (Some(url), Some(owner)) = (&task.options.webhook, self.tenants.named(&task.tenant))
+        {
+            let event = json!({ "event": "started", "task_id": task.id, "total": task.total });
+            self.webhooks.send(&owner, &task.id, url, event, false);
+        }
+        self.spawn(task.id.clone());
+        Ok(task.id)
+    }
+
+    /// Whether a task of `tenant` with `urls` and `options` is within the limits: URLs (each
+    /// http(s)), parallelism, webhook.
+    fn check_limits(
+        &self,
+        tenant: &Tenant,
+        urls: &[String],
+        options: &TaskOptions,
+    ) -> ToolResult<()> {
         if urls.is_empty() {
             return Err(ToolError::invalid(
                 "field `urls` must hold at least one URL",
@@ -225,15 +269,6 @@ impl Crawler {
                 )));
             }
         }
-        let mut options = options;
-        let items = match &options.follow {
-            Some(follow) => {
-                Frontier::new(follow, &urls)?;
-                options.seeds = urls.clone();
-                Frontier::seeds(&urls)
-            }
-            None => Frontier::listed(urls),
-        };
         crate::pages::paging::budget(options.page.max_tokens)?;
         if let Some(url) = &options.webhook {
             self.webhooks.check(tenant, url)?;
@@ -242,30 +277,7 @@ impl Crawler {
                 "field `webhook_pages` needs a `webhook`",
             ));
         }
-        let now = now_ms();
-        let task = TaskRow {
-            id: format!(
-                "crawl-{now:x}-{}-{}",
-                self.lease.owner,
-                self.next_id.fetch_add(1, Ordering::Relaxed)
-            ),
-            tenant: tenant.name().clone(),
-            created_ms: now as i64,
-            status: TaskStatus::Pending,
-            total: items.len(),
-            options,
-        };
-        self.store
-            .create(&task, &items, self.config.per_host)
-            .await
-            .map_err(database_error)?;
-        if let (Some(url), Some(owner)) = (&task.options.webhook, self.tenants.named(&task.tenant))
-        {
-            let event = json!({ "event": "started", "task_id": task.id, "total": task.total });
-            self.webhooks.send(&owner, &task.id, url, event, false);
-        }
-        self.spawn(task.id.clone());
-        Ok(task.id)
+        Ok(())
     }
 
     /// The secret task `id`'s webhook events are signed with (hex), for its caller to check.
@@ -315,6 +327,10 @@ impl Crawler {
             Some(follow) => Some(Arc::new(Frontier::new(follow, &task.options.seeds)?)),
             None => None,
         };
+        let options = item_options(&task.options, frontier.as_deref());
+        let page_hook: Option<Arc<str>> = (task.options.webhook_pages)
+            .then(|| task.options.webhook.as_deref().map(Arc::from))
+            .flatten();
         let per_task = Arc::new(Semaphore::new(task.options.parallel.max(1)));
         let mut running = JoinSet::new();
         loop {
@@ -334,19 +350,9 @@ impl Crawler {
             while running.try_join_next().is_some() {}
             match self.store.claim(id, &self.lease).await? {
                 Claim::Item { index, url, depth } => {
-                    let (crawler, tenant) = (self.clone(), tenant.clone());
-                    let (id, mut options) = (id.to_string(), task.options.page.clone());
-                    options.links = frontier.is_some();
-                    if frontier.as_ref().is_some_and(|f| f.follow.map) {
-                        // A map wants the page's title and links, not its content.
-                        options.extract = crate::web::extract::ExtractKind::Links;
-                    }
-                    let frontier = frontier.clone();
-                    let page_hook = task
-                        .options
-                        .webhook
-                        .clone()
-                        .filter(|_| task.options.webhook_pages);
+                    let (crawler, tenant, id) = (self.clone(), tenant.clone(), id.to_string());
+                    let (options, frontier) = (options.clone(), frontier.clone());
+                    let page_hook = page_hook.clone();
                     running.spawn(async move {
                         let item = Item {
                             id: &id,
@@ -465,6 +471,17 @@ impl Crawler {
             channels.remove(&id);
         }
     }
+}
+
+/// How a task's items are read: as its options say, with their links when it follows them,
+/// and only their titles and links when it maps a site.
+fn item_options(options: &TaskOptions, frontier: Option<&Frontier>) -> PageOptions {
+    let mut page = options.page.clone();
+    page.links = frontier.is_some();
+    if frontier.is_some_and(|f| f.follow.map) {
+        page.extract = crate::web::extract::ExtractKind::Links;
+    }
+    page
 }
 
 /// A URL's host and port, the unit of the per-host limit.
