@@ -42,8 +42,13 @@ fn main() {
     for _ in 0..rounds {
         let started = Instant::now();
         for (_, bytes, _) in &documents {
-            let (extracted, _) =
-                pdf::read(bytes.clone(), ExtractKind::Main, TextFormat::Markdown).expect("read");
+            let (extracted, _) = pdf::read(
+                bytes.clone(),
+                ExtractKind::Main,
+                TextFormat::Markdown,
+                false,
+            )
+            .expect("read");
             assert!(!extracted.content.is_empty());
         }
         ours.push(started.elapsed());

@@ -35,6 +35,8 @@ fn service() -> &'static Harness {
 
 /// (host header, path and query, accept header, when), in arrival order.
 type Log = Arc<Mutex<Vec<(String, String, String, Instant)>>>;
+/// The site's PDF, once a test printed it.
+type Pdf = Arc<Mutex<Option<Vec<u8>>>>;
 
 /// The generated site: one server, reached as `127.0.0.1` (the site) and `localhost` (another
 /// host, out of a `same_host` scope).
@@ -42,20 +44,23 @@ struct Site {
     origin: String,
     other: String,
     log: Log,
+    pdf: Pdf,
 }
 
 impl Site {
     async fn start() -> Self {
         use axum::extract::{Request, State};
         let log: Log = Default::default();
+        let pdf: Pdf = Default::default();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let origin = format!("http://127.0.0.1:{port}");
         let other = format!("http://localhost:{port}");
-        let (site_origin, site_other) = (origin.clone(), other.clone());
+        let (site_origin, site_other, site_pdf) = (origin.clone(), other.clone(), pdf.clone());
         let app = axum::Router::new()
             .fallback(move |State(log): State<Log>, request: Request| {
                 let (origin, other) = (site_origin.clone(), site_other.clone());
+                let pdf = site_pdf.lock().unwrap().clone();
                 async move {
                     let header = |name: &str| {
                         request
@@ -77,12 +82,34 @@ impl Site {
                         accept.clone(),
                         Instant::now(),
                     ));
-                    serve(&origin, &other, &path, &accept)
+                    serve(&origin, &other, &path, &accept, pdf)
                 }
             })
             .with_state(log.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { origin, other, log }
+        Self {
+            origin,
+            other,
+            log,
+            pdf,
+        }
+    }
+
+    /// Prints the site's `/pdf-source` page to PDF with webpilot's browser (Chromium writes its
+    /// links as link annotations) and serves it as `/guide.pdf`.
+    async fn print_pdf(&self) {
+        use base64::Engine;
+        let api = &service().api;
+        let session = "crawl-site-pdf";
+        let open = json!({"target": self.url("/pdf-source"), "session": session});
+        assert_eq!(call_at(api, "browser_navigate", open).await.0, 200);
+        let print = json!({"format": "pdf", "session": session});
+        let (status, printed) = call_at(api, "browser_screenshot", print).await;
+        assert_eq!(status, 200, "{printed:#}");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(printed["image"].as_str().unwrap())
+            .unwrap();
+        *self.pdf.lock().unwrap() = Some(bytes);
     }
 
     /// Paths the site's own host was asked for, with how often.
@@ -127,7 +154,13 @@ fn link_text(href: &str) -> String {
     }
 }
 
-fn serve(origin: &str, other: &str, path: &str, accept: &str) -> axum::response::Response {
+fn serve(
+    origin: &str,
+    other: &str,
+    path: &str,
+    accept: &str,
+    pdf: Option<Vec<u8>>,
+) -> axum::response::Response {
     use axum::http::header::{CONTENT_TYPE, LOCATION};
     use axum::response::IntoResponse;
     let html = |body: String| axum::response::Html(body).into_response();
@@ -172,6 +205,7 @@ fn serve(origin: &str, other: &str, path: &str, accept: &str) -> axum::response:
                     "/old",
                     "/spa",
                     "/md/0",
+                    "/guide.pdf",
                     "/private/secret",
                     "/#top",
                     "/?utm_source=news",
@@ -209,6 +243,11 @@ fn serve(origin: &str, other: &str, path: &str, accept: &str) -> axum::response:
         ("/moved", _) => {
             (axum::http::StatusCode::FOUND, [(LOCATION, "/landing")]).into_response()
         }
+        ("/pdf-source", _) => html(page("The guide", &[format!("{origin}/from-pdf")], "")),
+        ("/guide.pdf", _) => match pdf {
+            Some(bytes) => ([(CONTENT_TYPE, "application/pdf")], bytes).into_response(),
+            None => axum::http::StatusCode::NOT_FOUND.into_response(),
+        },
         // A JavaScript shell: its link exists only once a browser ran the script.
         ("/spa", _) => html(
             "<!doctype html><html><head><title>App</title></head><body><div id=\"root\"></div>\
@@ -304,6 +343,7 @@ fn set(paths: impl IntoIterator<Item = String>) -> BTreeSet<String> {
 #[tokio::test]
 async fn a_site_is_crawled_from_its_home_page_and_sitemaps_once_per_page() {
     let site = Site::start().await;
+    site.print_pdf().await;
     let started = Instant::now();
     let (report, outcomes) = crawl(json!({
         "urls": [site.url("/")],
@@ -320,8 +360,20 @@ async fn a_site_is_crawled_from_its_home_page_and_sitemaps_once_per_page() {
         expected.extend((0..PAGES_PER_SECTION).map(|n| format!("/page/{s}/{n}")));
     }
     expected.extend((0..10).map(|n| format!("/orphan/{n}")));
-    expected
-        .extend(["/", "/old", "/spa", "/spa-only", "/md/0", "/md/1", "/md/2"].map(String::from));
+    expected.extend(
+        [
+            "/",
+            "/old",
+            "/spa",
+            "/spa-only",
+            "/md/0",
+            "/md/1",
+            "/md/2",
+            "/guide.pdf",
+            "/from-pdf",
+        ]
+        .map(String::from),
+    );
     let read = paths(&outcomes.results, &site.origin);
     assert_eq!(read.len(), outcomes.results.len(), "a page read twice");
     assert_eq!(read, expected, "pages read");
@@ -379,6 +431,12 @@ async fn a_site_is_crawled_from_its_home_page_and_sitemaps_once_per_page() {
     assert_eq!(by_path("/spa-only")["from"], site.url("/spa"));
     assert_eq!(by_path("/md/1")["result"]["via"], "markdown");
     assert_eq!(by_path("/md/1")["from"], site.url("/md/0"));
+    assert_eq!(
+        by_path("/from-pdf")["from"],
+        site.url("/guide.pdf"),
+        "a PDF's link"
+    );
+    assert!(by_path("/guide.pdf")["result"]["pdf"]["pages"].as_u64() >= Some(1));
 
     // The server's view: each page fetched once, nothing disallowed, nothing of the other
     // host, nothing past the depth, robots.txt and each sitemap once.

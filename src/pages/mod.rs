@@ -392,9 +392,19 @@ async fn from_http(
         }));
     }
     if pdf::is_pdf(&mime, &fetched.body) {
-        let (extracted, info) = read_pdf(&fetched, kind, format).await?;
+        let (extracted, mut info) = read_pdf(&fetched, kind, format, want_links).await?;
+        let base = fetched.final_url.clone();
+        let links = std::mem::take(&mut info.links)
+            .into_iter()
+            .filter_map(|uri| {
+                base.join(&uri)
+                    .ok()
+                    .map(|url| (url.to_string(), String::new()))
+            })
+            .collect();
         return Ok(Ok(Loaded {
             pdf: Some(info),
+            links,
             ..loaded(extracted)
         }));
     }
@@ -519,9 +529,10 @@ async fn read_pdf(
     fetched: &Fetched,
     kind: ExtractKind,
     format: TextFormat,
+    with_links: bool,
 ) -> ToolResult<(Extracted, PdfInfo)> {
     let bytes = fetched.body.clone();
-    let reading = tokio::task::spawn_blocking(move || pdf::read(bytes, kind, format));
+    let reading = tokio::task::spawn_blocking(move || pdf::read(bytes, kind, format, with_links));
     let read = tokio::time::timeout(PDF_READ_LIMIT, reading)
         .await
         .map_err(|_| {

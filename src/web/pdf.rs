@@ -35,6 +35,10 @@ pub struct PdfInfo {
     /// No page has text (a scan): the content is empty, not lost.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_text_layer: bool,
+    /// The URLs its link annotations lead to (when asked for, for a crawl that follows them).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub links: Vec<String>,
 }
 
 /// Whether a response is a PDF: by its media type, or by the `%PDF-` header the format puts in
@@ -68,17 +72,21 @@ pub fn read(
     bytes: Vec<u8>,
     kind: ExtractKind,
     format: TextFormat,
+    with_links: bool,
 ) -> ToolResult<(Extracted, PdfInfo)> {
     // The parser is fed whatever a server sent; a panic deep in it is a broken document, not a
     // broken service.
-    std::panic::catch_unwind(AssertUnwindSafe(|| read_document(bytes, kind, format)))
-        .unwrap_or_else(|_| Err(broken("the parser gave up on its structure")))
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        read_document(bytes, kind, format, with_links)
+    }))
+    .unwrap_or_else(|_| Err(broken("the parser gave up on its structure")))
 }
 
 fn read_document(
     bytes: Vec<u8>,
     kind: ExtractKind,
     format: TextFormat,
+    with_links: bool,
 ) -> ToolResult<(Extracted, PdfInfo)> {
     let document = PdfDocument::from_bytes(bytes).map_err(|e| broken(&e.to_string()))?;
     if document.is_encrypted() && !document.is_authenticated() {
@@ -97,7 +105,14 @@ fn read_document(
         author: info_string(&document, "Author"),
         created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
         no_text_layer: false,
+        links: Vec::new(),
     };
+    if with_links {
+        info.links = link_uris(&document, pages)
+            .into_iter()
+            .map(|(uri, _)| uri)
+            .collect();
+    }
     let content = match kind {
         ExtractKind::Links => links(&document, pages),
         _ => {
@@ -227,18 +242,28 @@ fn join_pages(texts: &[String]) -> String {
 
 /// Every link annotation's target, once per URL, with the page it is on.
 fn links(document: &PdfDocument, pages: usize) -> String {
+    let lines: Vec<String> = link_uris(document, pages)
+        .into_iter()
+        .map(|(uri, page)| format!("- [{uri}]({uri}) (page {page})"))
+        .collect();
+    lines.join("\n")
+}
+
+/// The URIs the document's link annotations lead to, once each, with the page (from 1) of the
+/// first.
+fn link_uris(document: &PdfDocument, pages: usize) -> Vec<(String, usize)> {
     let mut seen = std::collections::HashSet::new();
-    let mut lines = Vec::new();
+    let mut uris = Vec::new();
     for page in 0..pages {
         for annotation in document.get_annotations(page).unwrap_or_default() {
             if let Some(LinkAction::Uri(uri)) = annotation.action
                 && seen.insert(uri.clone())
             {
-                lines.push(format!("- [{uri}]({uri}) (page {})", page + 1));
+                uris.push((uri, page + 1));
             }
         }
     }
-    lines.join("\n")
+    uris
 }
 
 fn first_heading(markdown: &str) -> Option<String> {
@@ -341,7 +366,7 @@ mod tests {
             b"%PDF-1.7\n".to_vec(),
             b"%PDF-1.4\n1 0 obj << /Type /Catalog".to_vec(),
         ] {
-            let result = read(bytes, ExtractKind::Main, TextFormat::Markdown);
+            let result = read(bytes, ExtractKind::Main, TextFormat::Markdown, false);
             if let Err(error) = result {
                 assert_eq!(error.code, ErrorCode::Upstream);
             }
