@@ -47,8 +47,16 @@ struct Site {
     pdf: Pdf,
 }
 
+/// How the site asks to be crawled: its robots.txt's `Crawl-delay`, in seconds.
+#[derive(Clone, Copy)]
+struct Pace(f64);
+
 impl Site {
     async fn start() -> Self {
+        Self::paced(Pace(DELAY)).await
+    }
+
+    async fn paced(pace: Pace) -> Self {
         use axum::extract::{Request, State};
         let log: Log = Default::default();
         let pdf: Pdf = Default::default();
@@ -82,7 +90,7 @@ impl Site {
                         accept.clone(),
                         Instant::now(),
                     ));
-                    serve(&origin, &other, &path, &accept, pdf)
+                    serve(&origin, &other, &path, (&accept, pace), pdf)
                 }
             })
             .with_state(log.clone());
@@ -158,7 +166,7 @@ fn serve(
     origin: &str,
     other: &str,
     path: &str,
-    accept: &str,
+    (accept, Pace(delay)): (&str, Pace),
     pdf: Option<Vec<u8>>,
 ) -> axum::response::Response {
     use axum::http::header::{CONTENT_TYPE, LOCATION};
@@ -167,7 +175,7 @@ fn serve(
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (path, &segments[..]) {
         ("/robots.txt", _) => format!(
-            "User-agent: *\nDisallow: /private/\nCrawl-delay: {DELAY}\n\
+            "User-agent: *\nDisallow: /private/\nCrawl-delay: {delay}\n\
              Sitemap: {origin}/sitemap_index.xml\n"
         )
         .into_response(),
@@ -587,6 +595,70 @@ async fn a_map_lists_urls_without_reading_them() {
         ["/"],
         "a map of depth 1 fetches the seed only: {requested:#?}"
     );
+}
+
+/// A site crawl killed mid-way resumes on the next start with its frontier: every page of the
+/// scope is read and reported once, none in error; only what was in flight at the kill was
+/// requested again.
+#[tokio::test]
+async fn a_killed_site_crawl_resumes_where_it_was() {
+    // Slow enough (a fifth of a second between fetches) to be caught mid-way.
+    let site = Site::paced(Pace(0.2)).await;
+    let (data, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("WEBPILOT_FETCH_ALLOW", "127.0.0.1")];
+    let (mut first, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    let args = json!({"urls": [site.url("/section/0/")], "mode": "http",
+                      "follow": {"depth": 1, "include": ["/section/0/", "/page/0/*"]}});
+    let (status, created) = call_at(&api, "crawl_batch", args).await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    common::eventually("a few pages read", Duration::from_secs(30), || {
+        let (api, id) = (api.clone(), id.clone());
+        async move {
+            let status = call_at(&api, "crawl_status", json!({"task_id": id}))
+                .await
+                .1;
+            status["progress"].as_u64() >= Some(5)
+        }
+    })
+    .await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let before_restart = site.requested();
+
+    let (mut second, api) = common::spawn_service_with(data.path(), tmp.path(), &env);
+    common::task_reaches(&api, &id, &["completed"], Duration::from_secs(60)).await;
+    let (status, report) = call_at(
+        &api,
+        "crawl_status",
+        json!({"task_id": id, "max_tokens": 100_000}),
+    )
+    .await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert_eq!(status, 200, "{report:#}");
+    assert_eq!(report["errors"], json!([]), "{report:#}");
+    let results = report["results"].as_array().unwrap();
+    let mut expected = set((0..PAGES_PER_SECTION).map(|n| format!("/page/0/{n}")));
+    expected.insert("/section/0/".into());
+    assert_eq!(paths(results, &site.origin), expected);
+    assert_eq!(results.len(), expected.len(), "a page reported twice");
+    assert!(
+        before_restart
+            .keys()
+            .filter(|p| expected.contains(*p))
+            .count()
+            < expected.len(),
+        "the kill came after the end: {before_restart:#?}"
+    );
+    let requested = site.requested();
+    let again: Vec<&String> = requested
+        .iter()
+        .filter(|(path, n)| expected.contains(*path) && **n > 1)
+        .map(|(path, _)| path)
+        .collect();
+    // Per host, 4 fetches at most were in flight when the first service died.
+    assert!(again.len() <= 4, "read again: {again:?}");
 }
 
 /// Bad follow options answer a clear error before anything starts.
