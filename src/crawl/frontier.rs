@@ -103,6 +103,21 @@ pub struct Found {
     pub list_only: bool,
 }
 
+impl Found {
+    /// A URL the caller gave: read as given.
+    fn given(url: String, key: Option<String>) -> Self {
+        Self {
+            url,
+            key,
+            depth: 0,
+            from: None,
+            skip: None,
+            title: None,
+            list_only: false,
+        }
+    }
+}
+
 /// A task's follow options compiled against its seeds.
 pub struct Frontier {
     pub follow: Follow,
@@ -214,15 +229,7 @@ impl Frontier {
     /// The URLs of a task that follows no links: read as given, each as often as listed.
     pub fn listed(urls: Vec<String>) -> Vec<Found> {
         urls.into_iter()
-            .map(|url| Found {
-                url,
-                key: None,
-                depth: 0,
-                from: None,
-                skip: None,
-                title: None,
-                list_only: false,
-            })
+            .map(|url| Found::given(url, None))
             .collect()
     }
 
@@ -235,15 +242,8 @@ impl Frontier {
                     .ok()
                     .and_then(|u| normalise(&u))
                     .map_or_else(|| url.clone(), |u| u.to_string());
-                seen.insert(key.clone()).then(|| Found {
-                    url: url.clone(),
-                    key: Some(key),
-                    depth: 0,
-                    from: None,
-                    skip: None,
-                    title: None,
-                    list_only: false,
-                })
+                seen.insert(key.clone())
+                    .then(|| Found::given(url.clone(), Some(key)))
             })
             .collect()
     }
