@@ -18,7 +18,7 @@ use crate::pages::Page;
 /// The channel every instance listens on for crawl events.
 pub const CHANNEL: &str = "webpilot_crawl";
 
-const MIGRATIONS: [Migration; 3] = [
+const MIGRATIONS: [Migration; 4] = [
     (
         1,
         "CREATE TABLE crawl_tasks (
@@ -71,6 +71,18 @@ const MIGRATIONS: [Migration; 3] = [
              ADD COLUMN depth INTEGER NOT NULL DEFAULT 0, ADD COLUMN found_from TEXT;
          CREATE UNIQUE INDEX crawl_items_by_key ON crawl_items (task_id, key)
              WHERE key IS NOT NULL;",
+    ),
+    (
+        // Counts kept on the task's row: adding the pages a page links to does not count the
+        // task's items.
+        4,
+        "ALTER TABLE crawl_tasks ADD COLUMN items INTEGER NOT NULL DEFAULT 0,
+             ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
+         UPDATE crawl_tasks t SET
+             items = (SELECT COUNT(*) FROM crawl_items i WHERE i.task_id = t.id),
+             queued = (SELECT COUNT(*) FROM crawl_items i
+                       WHERE i.task_id = t.id AND i.state <> 'skipped');
+         CREATE INDEX crawl_items_by_state ON crawl_items (task_id, state) INCLUDE (finished_seq);",
     ),
 ];
 
@@ -125,19 +137,28 @@ struct FoundRows<'a> {
     results: Vec<Option<String>>,
 }
 
-/// Inserts found URLs from index `next` on (none of them known to the task yet), `room` of
-/// them pending, and their hosts' slots.
+/// Inserts found URLs (none of them known to the task yet) after the task's last, those that
+/// take one of its `max_pages` while there is room, and their hosts' slots, and keeps the
+/// task's counts. The caller holds the task's row.
 async fn insert_found(
     transaction: &tokio_postgres::Transaction<'_>,
     id: &str,
     found: &[&Found],
-    (next, mut room): (i32, usize),
+    max_pages: usize,
     per_host: usize,
 ) -> StoreResult<()> {
+    let counts = transaction
+        .query_opt("SELECT items, queued FROM crawl_tasks WHERE id = $1", &[&id])
+        .await?;
+    let (next, queued) = counts.map_or((0, 0), |row| (row.get::<_, i32>(0), row.get::<_, i32>(1)));
+    let mut room = max_pages.saturating_sub(queued.max(0) as usize);
+    let (mut taking, mut pending) = (0i32, 0i32);
     let mut rows = FoundRows::default();
     for item in found {
         let (state, result, skip) = found_columns(item, room > 0);
         room -= usize::from(state != "skipped");
+        taking += i32::from(state != "skipped");
+        pending += i32::from(state == "pending");
         rows.urls.push(&item.url);
         rows.hosts.push(host_of(&item.url));
         rows.keys.push(item.key.as_deref());
@@ -178,6 +199,13 @@ async fn insert_found(
             &[&rows.hosts, &(per_host as i32)],
         )
         .await?;
+    transaction
+        .execute(
+            "UPDATE crawl_tasks SET items = items + $2, queued = queued + $3, total = total + $4
+             WHERE id = $1",
+            &[&id, &(found.len() as i32), &taking, &pending],
+        )
+        .await?;
     Ok(())
 }
 
@@ -207,12 +235,12 @@ impl CrawlStore for PostgresStore {
                     &task.created_ms,
                     &task.status.as_str(),
                     &options,
-                    &(seeds.len() as i32),
+                    &0i32,
                 ],
             )
             .await?;
         let seeds: Vec<&Found> = seeds.iter().collect();
-        insert_found(&transaction, &task.id, &seeds, (0, usize::MAX), per_host).await?;
+        insert_found(&transaction, &task.id, &seeds, usize::MAX, per_host).await?;
         transaction
             .execute(
                 "INSERT INTO crawl_host_slots (host, slot)
@@ -264,23 +292,7 @@ impl CrawlStore for PostgresStore {
             .filter(|(_, a)| **a)
             .map(|(f, _)| f)
             .collect();
-        let counts = transaction
-            .query_one(
-                "SELECT COALESCE(MAX(idx) + 1, 0)::int, COUNT(*) FILTER (WHERE state <> 'skipped')
-                 FROM crawl_items WHERE task_id = $1",
-                &[&id],
-            )
-            .await?;
-        let room = max_pages.saturating_sub(counts.get::<_, i64>(1).max(0) as usize);
-        insert_found(&transaction, id, &new, (counts.get(0), room), per_host).await?;
-        transaction
-            .execute(
-                "UPDATE crawl_tasks SET total = (SELECT COUNT(*) FROM crawl_items
-                     WHERE task_id = $1 AND (state = 'pending' OR finished_seq IS NOT NULL))
-                 WHERE id = $1",
-                &[&id],
-            )
-            .await?;
+        insert_found(&transaction, id, &new, max_pages, per_host).await?;
         transaction.commit().await?;
         Ok(added)
     }

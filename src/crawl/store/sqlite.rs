@@ -38,10 +38,12 @@ CREATE TABLE IF NOT EXISTS items (
 );
 -- A re-crawl looks up the tenant's earlier reads of a URL.
 CREATE INDEX IF NOT EXISTS items_by_url ON items (url);
+-- A task's counts by outcome come from this index alone.
+CREATE INDEX IF NOT EXISTS items_by_state ON items (task_id, state, finished_seq);
 ";
 
 /// Brings a database of an older version up to this schema: (table, column, statement).
-const MIGRATIONS: [(&str, &str, &str); 6] = [
+const MIGRATIONS: [(&str, &str, &str); 9] = [
     (
         "tasks",
         "tenant",
@@ -73,6 +75,28 @@ const MIGRATIONS: [(&str, &str, &str); 6] = [
         "items",
         "found_from",
         "ALTER TABLE items ADD COLUMN found_from TEXT",
+    ),
+    // Counts kept on the task's row, so that recording a page or adding the pages it links to
+    // does not count the task's items (a site crawl's grow to thousands).
+    (
+        "tasks",
+        "finished",
+        "ALTER TABLE tasks ADD COLUMN finished INTEGER NOT NULL DEFAULT 0;
+         UPDATE tasks SET finished =
+             (SELECT COUNT(finished_seq) FROM items WHERE items.task_id = tasks.id);",
+    ),
+    (
+        "tasks",
+        "items",
+        "ALTER TABLE tasks ADD COLUMN items INTEGER NOT NULL DEFAULT 0;
+         UPDATE tasks SET items = (SELECT COUNT(*) FROM items WHERE items.task_id = tasks.id);",
+    ),
+    (
+        "tasks",
+        "queued",
+        "ALTER TABLE tasks ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
+         UPDATE tasks SET queued = (SELECT COUNT(*) FROM items
+             WHERE items.task_id = tasks.id AND items.state != 'skipped');",
     ),
 ];
 
@@ -118,14 +142,21 @@ impl SqliteStore {
         )
     }
 
-    /// Inserts found URLs from index `next` on, `room` of them pending: whether each was new.
+    /// Inserts found URLs after the task's last (their room counted from its `queued`, those
+    /// that take one of its `max_pages`), keeps the task's counts, and says which were new.
     fn insert_found(
         tx: &rusqlite::Transaction<'_>,
         id: &str,
         found: &[Found],
-        mut next: i64,
-        mut room: usize,
+        max_pages: usize,
     ) -> DbResult<Vec<bool>> {
+        let (items, queued): (i64, i64) = tx.query_row(
+            "SELECT items, queued FROM tasks WHERE id = ?1",
+            params![id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let (mut next, mut room) = (items, max_pages.saturating_sub(queued.max(0) as usize));
+        let (mut taking, mut pending) = (0i64, 0i64);
         let mut insert = tx.prepare(
             "INSERT OR IGNORE INTO items
                  (task_id, idx, url, key, depth, found_from, state, result, error)
@@ -140,9 +171,15 @@ impl SqliteStore {
             if new {
                 next += 1;
                 room -= usize::from(state != "skipped");
+                taking += i64::from(state != "skipped");
+                pending += i64::from(state == "pending");
             }
             added.push(new);
         }
+        tx.execute(
+            "UPDATE tasks SET items = ?2, queued = queued + ?3, total = total + ?4 WHERE id = ?1",
+            params![id, next, taking, pending],
+        )?;
         Ok(added)
     }
 }
@@ -161,11 +198,11 @@ impl CrawlStore for SqliteStore {
                 task.created_ms,
                 task.status.as_str(),
                 options,
-                seeds.len() as i64,
+                0,
                 task.tenant.stored()
             ],
         )?;
-        Self::insert_found(&tx, &task.id, seeds, 0, usize::MAX)?;
+        Self::insert_found(&tx, &task.id, seeds, usize::MAX)?;
         Ok(tx.commit()?)
     }
 
@@ -178,20 +215,7 @@ impl CrawlStore for SqliteStore {
     ) -> StoreResult<Vec<bool>> {
         let mut db = self.db();
         let tx = db.transaction()?;
-        let (next, to_read): (i64, i64) = tx.query_row(
-            "SELECT COALESCE(MAX(idx) + 1, 0), COALESCE(SUM(state != 'skipped'), 0)
-             FROM items WHERE task_id = ?1",
-            params![id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        let room = max_pages.saturating_sub(to_read.max(0) as usize);
-        let added = Self::insert_found(&tx, id, found, next, room)?;
-        tx.execute(
-            "UPDATE tasks SET total = (SELECT COUNT(*) FROM items
-                 WHERE task_id = ?1 AND (state = 'pending' OR finished_seq IS NOT NULL))
-             WHERE id = ?1",
-            params![id],
-        )?;
+        let added = Self::insert_found(&tx, id, found, max_pages)?;
         tx.commit()?;
         Ok(added)
     }
@@ -305,24 +329,27 @@ impl CrawlStore for SqliteStore {
         _announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
         let (state, result, error) = outcome_columns(outcome);
-        let db = self.db();
-        let changed = db.execute(
-            "UPDATE items SET state = ?3, result = ?4, error = ?5, claimed_by = NULL, lease_until = NULL,
-                 finished_seq = (SELECT COALESCE(MAX(finished_seq), 0) + 1 FROM items WHERE task_id = ?1)
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        // The task's count orders finishes; it is only kept when the item was ours.
+        let (finished, total): (i64, i64) = tx.query_row(
+            "UPDATE tasks SET finished = finished + 1 WHERE id = ?1 RETURNING finished, total",
+            params![id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let changed = tx.execute(
+            "UPDATE items SET state = ?3, result = ?4, error = ?5, claimed_by = NULL,
+                 lease_until = NULL, finished_seq = ?7
              WHERE task_id = ?1 AND idx = ?2 AND state = 'pending' AND claimed_by = ?6",
-            params![id, index as i64, state, result, error, lease.owner],
+            params![id, index as i64, state, result, error, lease.owner, finished],
         )?;
         if changed != 1 {
+            // Dropped unsaved: the count goes back.
             return Ok(None);
         }
-        let progress = Self::counts_now(&db, id)?.finished;
-        let total: i64 = db.query_row(
-            "SELECT total FROM tasks WHERE id = ?1",
-            params![id],
-            |row| row.get(0),
-        )?;
+        tx.commit()?;
         Ok(Some(Recorded {
-            progress,
+            progress: finished.max(0) as usize,
             total: total.max(0) as usize,
         }))
     }
