@@ -4,6 +4,7 @@
 //! Pure functions over a string: no I/O, so the extraction benchmark times exactly this.
 
 mod concealed;
+mod links;
 mod main_content;
 mod outline;
 mod prune;
@@ -13,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use main_content::Article;
-pub use outline::{Structured, link_targets};
+pub use links::link_targets;
+pub use outline::Structured;
 
 /// Which part of the page to return.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

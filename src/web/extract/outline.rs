@@ -68,23 +68,6 @@ pub fn links(html: &str, base: &Url) -> Extracted {
     })
 }
 
-/// The pages a crawler may go on to: every link (`a`, `area`), the canonical URL and the next
-/// page (`rel=next`), absolute, with the link's text (empty for `link` elements), in page order.
-pub fn link_targets(html: &str, base: &Url) -> Vec<(String, String)> {
-    let doc = Document::from(html);
-    let base = document_base(&doc, base);
-    let selector = "a[href], area[href], link[rel~=canonical][href], link[rel~=next][href]";
-    doc.select(selector)
-        .iter()
-        .filter(|link| link.attr("rel").is_none_or(|rel| !rel.contains("nofollow")))
-        .filter_map(|link| {
-            let url = resolve(&base, &link.attr("href").unwrap_or_default())?;
-            let text = normalize_whitespace(&link.text());
-            Some((url, text.chars().take(200).collect()))
-        })
-        .collect()
-}
-
 /// Every image as `![alt](absolute src)`, once per source, in page order.
 pub fn images(html: &str, base: &Url) -> Extracted {
     url_listing(html, base, "img", |image, base| {
