@@ -366,8 +366,8 @@ def run_scrapy(python: str, spider: str, origin: str, pages: int, extract: bool)
 def summarize(runs: list[dict]) -> dict:
     rates = [r["pages_per_second"] for r in runs]
     rss = [r["peak_rss_mib"] for r in runs]
-    return {"pages_per_second_median": statistics.median(rates), "pages_per_second_min": min(rates),
-            "pages_per_second_max": max(rates), "peak_rss_mib_median": statistics.median(rss),
+    return {"pages_per_second_median": round(statistics.median(rates), 1), "pages_per_second_min": min(rates),
+            "pages_per_second_max": max(rates), "peak_rss_mib_median": round(statistics.median(rss), 1),
             "peak_rss_mib_max": max(rss), "pages_min": min(r["pages"] for r in runs),
             "pages_max": max(r["pages"] for r in runs), "runs": runs}
 
