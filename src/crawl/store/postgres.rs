@@ -148,7 +148,10 @@ async fn insert_found(
     per_host: usize,
 ) -> StoreResult<()> {
     let counts = transaction
-        .query_opt("SELECT items, queued FROM crawl_tasks WHERE id = $1", &[&id])
+        .query_opt(
+            "SELECT items, queued FROM crawl_tasks WHERE id = $1",
+            &[&id],
+        )
         .await?;
     let (next, queued) = counts.map_or((0, 0), |row| (row.get::<_, i32>(0), row.get::<_, i32>(1)));
     let mut room = max_pages.saturating_sub(queued.max(0) as usize);

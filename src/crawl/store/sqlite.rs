@@ -341,7 +341,15 @@ impl CrawlStore for SqliteStore {
             "UPDATE items SET state = ?3, result = ?4, error = ?5, claimed_by = NULL,
                  lease_until = NULL, finished_seq = ?7
              WHERE task_id = ?1 AND idx = ?2 AND state = 'pending' AND claimed_by = ?6",
-            params![id, index as i64, state, result, error, lease.owner, finished],
+            params![
+                id,
+                index as i64,
+                state,
+                result,
+                error,
+                lease.owner,
+                finished
+            ],
         )?;
         if changed != 1 {
             // Dropped unsaved: the count goes back.

@@ -86,7 +86,9 @@ impl Links {
     }
 
     fn text(&self, text: &str) {
-        let Some(at) = *self.open.borrow() else { return };
+        let Some(at) = *self.open.borrow() else {
+            return;
+        };
         let mut found = self.found.borrow_mut();
         let label = &mut found[at].1;
         if label.chars().count() < TEXT_CHARS {

@@ -13,8 +13,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-pub use main_content::Article;
 pub use links::link_targets;
+pub use main_content::Article;
 pub use outline::Structured;
 
 /// Which part of the page to return.
