@@ -119,6 +119,7 @@ fn every_setting_of_the_file_is_described() {
                     rate: HashMap::from([("default".into(), "1/s".into())]),
                     crawl_max_urls: Some(1),
                     crawl_parallel: Some(1),
+                    crawl_robots: Some(webpilot::config::RobotsRule::Obey),
                     actions: webpilot::config::ActionsConfig {
                         deny: vec!["evaluate".into()],
                         confirm: vec!["download".into()],

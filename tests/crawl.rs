@@ -595,6 +595,63 @@ async fn a_site_s_robots_txt_is_obeyed_and_its_crawl_delay_kept() {
     }
 }
 
+/// Where the operator ignores robots.txt, a tenant whose key says `crawl_robots = "obey"` still
+/// obeys it: its crawl skips the disallowed URL (never requested for it), the operator's reads it.
+#[tokio::test]
+async fn a_tenant_can_obey_robots_txt_where_the_operator_does_not() {
+    use webpilot::config::{KeyEntry, RobotsRule};
+    const DORA: &str = "dora-key-9b1c7e3a5d2f4068";
+    const OPERATOR: &str = "operator-token-1d9e5b3c7a2f4860";
+    let harness = start_with(|fixtures| {
+        let mut config = config(fixtures);
+        config.crawl.robots = RobotsRule::Ignore;
+        config.keys = vec![KeyEntry {
+            tenant: "dora".into(),
+            sha256: webpilot::tenancy::key_hash_hex(DORA),
+            crawl_robots: Some(RobotsRule::Obey),
+            ..KeyEntry::default()
+        }];
+        config.token = Some(OPERATOR.into());
+        config
+    });
+    let site = PoliteSite::start().await;
+    let url = format!("{}/private/secret", site.origin);
+    let mut outcomes = Vec::new();
+    for key in [DORA, OPERATOR] {
+        let call = |tool: &str, args: Value| {
+            client()
+                .post(format!("{}/api/tools/{tool}", harness.api))
+                .bearer_auth(key)
+                .json(&args)
+                .send()
+        };
+        let created: Value = call("crawl_batch", json!({"urls": [url], "mode": "http"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = created["task_id"].as_str().expect("a task").to_string();
+        let report: Value = call("crawl_status", json!({"task_id": id, "wait": 30}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        outcomes.push(report);
+    }
+    let (dora, operator) = (&outcomes[0], &outcomes[1]);
+    assert_eq!(dora["skipped"][0]["reason"], "robots", "{dora:#}");
+    assert_eq!(dora["status"], "failed", "nothing read: {dora:#}");
+    assert_eq!(operator["results"][0]["url"], url, "{operator:#}");
+    let secret_requests = site
+        .requested()
+        .iter()
+        .filter(|(path, _)| path == "/private/secret")
+        .count();
+    assert_eq!(secret_requests, 1, "only the operator's crawl read it");
+}
+
 /// A webhook receiver: records each delivery (its event, body and signature) and answers the
 /// first `failures` with 500.
 struct Receiver {

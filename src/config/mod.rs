@@ -185,6 +185,10 @@ pub struct KeyEntry {
     /// Largest `parallel` of a crawl task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crawl_parallel: Option<usize>,
+    /// `"obey"`: this tenant's crawls obey robots.txt even where `[crawl] robots = "ignore"`. A
+    /// tenant only narrows: its `"ignore"` changes nothing where the operator obeys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crawl_robots: Option<RobotsRule>,
     /// Actions refused or confirmed for this tenant (`deny`, `confirm`), besides those of
     /// `[actions]`.
     #[serde(default, skip_serializing_if = "ActionsConfig::is_empty")]

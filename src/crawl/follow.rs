@@ -134,10 +134,7 @@ impl Crawler {
         let limit = self.max_pages(tenant, &frontier.follow);
         let mut found = Vec::new();
         for origin in frontier.seed_origins() {
-            let listed = match &self.robots {
-                Some(robots) => robots.sitemaps(&self.pages, tenant, id, &origin).await,
-                None => Vec::new(),
-            };
+            let listed = self.robots.sitemaps(&self.pages, tenant, id, &origin).await;
             let entries = sitemaps::pages_listed(&self.pages, tenant, listed, &origin, limit).await;
             for (url, sitemap) in entries {
                 let Some(normal) = url::Url::parse(&url)

@@ -56,8 +56,9 @@ pub struct Crawler {
     lease: Lease,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// Sites' robots.txt, when the configuration obeys them.
-    robots: Option<RobotsBook>,
+    /// Sites' robots.txt: obeyed where the configuration or the task's tenant says so, read for
+    /// their sitemaps always.
+    robots: RobotsBook,
     webhooks: Webhooks,
     channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
     /// Tasks this instance is working on, each with what wakes it when an item of the task
@@ -113,8 +114,7 @@ impl Crawler {
             }
             Storage::Embedded(sqlite) => (Arc::new(SqliteStore::open(sqlite.clone())?), None),
         };
-        let robots =
-            (config.robots == RobotsRule::Obey).then(|| RobotsBook::new(pages.user_agent()));
+        let robots = RobotsBook::new(pages.user_agent());
         let webhooks = Webhooks::new(
             webhook_secret,
             config.webhook_allow.clone(),
@@ -410,9 +410,7 @@ impl Crawler {
     /// all instances.
     async fn conclude(&self, task: &TaskRow) -> anyhow::Result<()> {
         let id = task.id.as_str();
-        if let Some(robots) = &self.robots {
-            robots.forget(id);
-        }
+        self.robots.forget(id);
         let counts = self.store.counts(id).await?;
         // Everything found: the task's total grew while it ran.
         let total = self.store.task(id).await?.map_or(task.total, |t| t.total);

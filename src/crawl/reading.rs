@@ -57,8 +57,8 @@ impl Crawler {
         let parsed = url::Url::parse(url).ok();
         let delay = self.robots_allow(tenant, item.id, parsed.as_ref()).await?;
         let host = host.acquire_owned().await.ok();
-        if let (Some(delay), Some(parsed), Some(robots)) = (delay, &parsed, &self.robots) {
-            robots.pace(&host_key(parsed), delay).await;
+        if let (Some(delay), Some(parsed)) = (delay, &parsed) {
+            self.robots.pace(&host_key(parsed), delay).await;
         }
         // A render counts against the render limit, not against these fetch limits.
         let release = move || drop((host, capacity));
@@ -159,13 +159,14 @@ impl Crawler {
         id: &str,
         url: Option<&url::Url>,
     ) -> ToolResult<Option<Duration>> {
-        let (Some(robots), Some(parsed)) = (&self.robots, url) else {
+        let obeyed = self.config.robots == RobotsRule::Obey || tenant.obeys_robots();
+        let Some(parsed) = url.filter(|_| obeyed) else {
             return Ok(None);
         };
         if !matches!(parsed.scheme(), "http" | "https") {
             return Ok(None);
         }
-        robots.check(&self.pages, tenant, id, parsed).await
+        self.robots.check(&self.pages, tenant, id, parsed).await
     }
 
     /// Runs `work` while renewing the item's lease; None when the lease was lost to another

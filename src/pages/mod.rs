@@ -392,16 +392,7 @@ async fn from_http(
         }));
     }
     if pdf::is_pdf(&mime, &fetched.body) {
-        let (extracted, mut info) = read_pdf(&fetched, kind, format, want_links).await?;
-        let base = fetched.final_url.clone();
-        let links = std::mem::take(&mut info.links)
-            .into_iter()
-            .filter_map(|uri| {
-                base.join(&uri)
-                    .ok()
-                    .map(|url| (url.to_string(), String::new()))
-            })
-            .collect();
+        let (extracted, info, links) = pdf_with_links(&fetched, kind, format, want_links).await?;
         return Ok(Ok(Loaded {
             pdf: Some(info),
             links,
@@ -522,6 +513,26 @@ fn markdown_title(markdown: &str) -> String {
         .chars()
         .take(200)
         .collect()
+}
+
+/// A fetched PDF read, with the absolute targets of its link annotations when asked for.
+async fn pdf_with_links(
+    fetched: &Fetched,
+    kind: ExtractKind,
+    format: TextFormat,
+    want_links: bool,
+) -> ToolResult<(Extracted, PdfInfo, Vec<(String, String)>)> {
+    let (extracted, mut info) = read_pdf(fetched, kind, format, want_links).await?;
+    let base = &fetched.final_url;
+    let links = std::mem::take(&mut info.links)
+        .into_iter()
+        .filter_map(|uri| {
+            base.join(&uri)
+                .ok()
+                .map(|url| (url.to_string(), String::new()))
+        })
+        .collect();
+    Ok((extracted, info, links))
 }
 
 /// Reads a fetched PDF off the async threads, within `PDF_READ_LIMIT`.

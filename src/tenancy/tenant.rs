@@ -130,6 +130,8 @@ pub struct Tenant {
     max_sessions: Option<usize>,
     crawl_max_urls: Option<usize>,
     crawl_parallel: Option<usize>,
+    /// Its crawls obey robots.txt whatever the operator's `[crawl] robots` says.
+    obeys_robots: bool,
     actions: ActionRules,
 }
 
@@ -145,6 +147,7 @@ impl Tenant {
             max_sessions: None,
             crawl_max_urls: None,
             crawl_parallel: None,
+            obeys_robots: false,
             actions: ActionRules::operator(&config.actions)?,
         })
     }
@@ -172,6 +175,7 @@ impl Tenant {
             max_sessions: entry.max_sessions,
             crawl_max_urls: entry.crawl_max_urls,
             crawl_parallel: entry.crawl_parallel,
+            obeys_robots: entry.crawl_robots == Some(crate::config::RobotsRule::Obey),
             actions: operator.actions.narrowed(&entry.actions, name)?,
         })
     }
@@ -213,6 +217,11 @@ impl Tenant {
     /// Largest `parallel` its crawl tasks may ask for, besides the service's own maximum.
     pub fn crawl_parallel(&self) -> Option<usize> {
         self.crawl_parallel
+    }
+
+    /// Whether its crawls obey robots.txt even where the operator's do not.
+    pub fn obeys_robots(&self) -> bool {
+        self.obeys_robots
     }
 
     /// Where its files live (profiles, downloads): the data dir itself for the operator,
