@@ -49,7 +49,8 @@ pub struct PageOptions {
     pub links: bool,
 }
 
-/// Which route reads the page: `auto` is HTTP, and the browser only when the page needs it.
+// Which route reads the page: `auto` is HTTP, and the browser only when the page needs it (no
+// schema description of its own: the tool list's size).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FetchMode {

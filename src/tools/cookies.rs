@@ -25,15 +25,15 @@ storageState, cookies.txt, JSON cookie arrays) are also there.";
 #[serde(deny_unknown_fields)]
 pub struct CookiesArgs {
     pub action: Action,
-    // Profile name.
+    /// Profile.
     pub name: Option<String>,
-    // Account label.
+    /// Account label.
     pub account: Option<String>,
     /// list: cookies for this URL.
     pub url: Option<String>,
     /// list/clear: this domain only.
     pub domain: Option<String>,
-    /// ensure_login: url (required), text, selector, not_text, url_contains.
+    /// ensure_login: url, text, selector, not_text, url_contains.
     #[schemars(extend("x-compact" = true))]
     pub check: Option<LoginCheck>,
     /// import: auto-detected.
@@ -44,7 +44,7 @@ pub struct CookiesArgs {
     pub path: Option<String>,
     /// load: open its start URL.
     pub auto_navigate: Option<bool>,
-    // list: unmask values.
+    /// list: unmask.
     pub show_values: Option<bool>,
     pub session: Option<SessionField>,
 }
@@ -177,7 +177,7 @@ impl Tool for Cookies {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies incl. httpOnly, localStorage), load it, ensure_login, list/clear cookies, import.";
+    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies, localStorage), load it, ensure_login, list, clear, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let store = call.ctx.profiles.of(call.tenant());

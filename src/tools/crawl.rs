@@ -16,7 +16,12 @@ use tokio::sync::broadcast;
 const DEFAULT_PARALLEL: usize = 4;
 
 const BATCH_GUIDE: &str = "crawl_batch reads many URLs in the background (like open_web_page) \
-and returns a task_id at once; poll crawl_status with it for progress, results and errors.";
+and returns a task_id at once; poll crawl_status with it for progress, results and errors. With \
+follow it crawls the urls' sites: depth link hops (default 1), scope same_host (default), \
+same_site, prefix (a seed's folder) or any (include decides), include/exclude globs (/docs/** \
+or whole URLs), max_pages, from_sitemap (start from the sitemaps too), map (list URLs with \
+titles, read no content); each result says its depth and from, URLs not read are in skipped \
+with a reason.";
 const STATUS_GUIDE: &str = "crawl_status reports a crawl task: status (pending, running, \
 completed, failed), progress of total, each URL's result or error in URL order, about 4000 \
 tokens per call; pass next_cursor as cursor for the rest (best once the task completed). \
@@ -25,17 +30,17 @@ wait: N returns when the task ends or after N seconds.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlBatchArgs {
-    // http(s) URLs to read.
+    /// URLs or seeds.
     pub urls: Vec<String>,
-    /// Default main.
+    // Default main, as open_web_page (no schema description: the tool list's size).
     pub extract: Option<ExtractKind>,
-    /// Default markdown.
+    // Default markdown.
     pub format: Option<TextFormat>,
-    /// Default auto.
+    // Default auto.
     pub mode: Option<FetchMode>,
-    /// URLs at once (default 4).
+    /// At once (default 4).
     pub parallel: Option<usize>,
-    /// Per page (default 4000).
+    /// Per page.
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     /// Signed events URL.
@@ -44,7 +49,7 @@ pub struct CrawlBatchArgs {
     /// tool list's size): an integration's option, documented in docs/tools.md.
     #[schemars(skip)]
     pub webhook_pages: Option<bool>,
-    /// Crawl the urls' sites: depth (link hops, default 1), scope (same_host default, same_site, prefix: seed's folder, any), include/exclude (URL or path globs), max_pages, from_sitemap, map (list URLs only).
+    /// Follow links from the urls: depth (default 1), scope, globs, max_pages, from_sitemap, map (URLs only).
     pub follow: Option<Follow>,
 }
 
@@ -53,7 +58,7 @@ shared_fields!(CrawlBatchArgs {});
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlStatusArgs {
-    // From crawl_batch.
+    /// From crawl_batch.
     pub task_id: String,
     pub cursor: Option<String>,
     /// Seconds to await the end.
@@ -155,7 +160,7 @@ impl Tool for CrawlBatch {
         open_world: true,
     };
     const DESCRIPTION: &'static str =
-        "Read many URLs in the background, as open_web_page; returns a task_id for crawl_status.";
+        "Read many URLs, or a site, in the background; returns a task_id for crawl_status.";
 
     async fn run(&self, call: &mut Call<'_>, args: CrawlBatchArgs) -> ToolResult<CrawlStarted> {
         let options = TaskOptions {

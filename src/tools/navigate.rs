@@ -27,15 +27,15 @@ pub struct NavigateArgs {
     pub target: Option<String>,
     /// Default url.
     pub mode: Option<Mode>,
-    /// mode=search (default duckduckgo).
+    /// mode=search.
     pub engine: Option<Engine>,
-    // In a new tab.
+    /// New tab.
     pub new_tab: Option<bool>,
     /// Text or selector to await.
     pub wait_for: Option<String>,
     /// ms (default 15000).
     pub timeout_ms: Option<TimeoutMs>,
-    /// Elements budget (default 600, 0: none).
+    /// Elements budget (default 600).
     pub max_tokens: Option<usize>,
     /// Cookie walls (default reject).
     pub consent: Option<ConsentChoice>,
@@ -122,7 +122,7 @@ impl Tool for Navigate {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Open a URL or web search (or back/forward/reload), wait until ready; returns status and the first interactive elements.";
+    const DESCRIPTION: &'static str = "Open a URL or search (or back/forward/reload) until ready; returns status and the first elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
         let mut destination = destination(&args)?;

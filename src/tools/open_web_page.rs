@@ -18,7 +18,7 @@ next_cursor back as cursor.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenWebPageArgs {
-    // http(s) URL to read.
+    /// Page URL.
     pub url: String,
     /// Default main.
     pub extract: Option<ExtractKind>,
@@ -48,7 +48,7 @@ impl Tool for OpenWebPage {
     const SCOPE: Scope = Scope::Web;
     const TITLE: &'static str = "Read a web page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS_WEB;
-    const DESCRIPTION: &'static str = "Read a web page or PDF without a browser: main content, whole page, links, images or outline. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read a web page or PDF without a browser: main content, whole page, links, images or outline; paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: OpenWebPageArgs) -> ToolResult<Page> {
         let options = PageOptions {

@@ -20,23 +20,23 @@ browser_read mode=elements and the legend lists them. format=pdf prints the whol
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
-    // Number elements by ref (the tool description says so).
+    /// Mark refs.
     pub annotate: Option<bool>,
-    // Whole page.
+    /// Whole page.
     pub full_page: Option<bool>,
     /// Capture only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Default png; pdf prints the page.
+    /// pdf prints the page.
     pub format: Option<Format>,
-    /// pdf paper (default A4).
+    /// pdf (default A4).
     pub paper: Option<Paper>,
-    // pdf: landscape.
+    /// PDF: landscape.
     pub landscape: Option<bool>,
     /// JPEG/WebP 1-100 (default 80).
     #[schemars(range(min = 1, max = 100))]
     pub quality: Option<u8>,
-    // Max px width.
+    /// Pixels.
     #[schemars(range(min = 16))]
     pub max_width: Option<u32>,
     /// Also save in screenshots/.
@@ -95,7 +95,7 @@ impl Tool for Screenshot {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Screenshot";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Screenshot the viewport, full page or an element (annotate=true numbers elements by ref), or the page as PDF.";
+    const DESCRIPTION: &'static str = "Screenshot viewport, full page or element (annotate numbers elements by ref), or print as PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         if let Some(Format::Pdf) = args.format {

@@ -26,7 +26,7 @@ pub struct TabsArgs {
     pub action: Option<Action>,
     /// Tab id (close: active).
     pub tab: Option<String>,
-    /// new: URL to open.
+    /// new: URL.
     pub url: Option<String>,
     /// new, first call: user_agent, locale, timezone, geolocation, viewport, extra_headers, color_scheme, proxy
     #[schemars(extend("x-compact" = true))]
@@ -85,7 +85,7 @@ impl Tool for Tabs {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "List, open, switch or close tabs; live: a link for a person to watch and take over; har: requests as HAR.";
+    const DESCRIPTION: &'static str = "Tabs: list, new, switch, close; live: a link for a person to watch or take over; har: requests.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         let action = args.action.unwrap_or_default();

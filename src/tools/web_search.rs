@@ -21,12 +21,12 @@ snippets. Read a result with open_web_page (or browser_navigate when you need to
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebSearchArgs {
-    // What to search for.
+    /// Search terms.
     pub query: String,
     /// 1–20 (default 5).
     #[schemars(range(min = 1, max = 20))]
     pub max_results: Option<usize>,
-    /// Default auto (failover).
+    /// auto: failover.
     pub backend: Option<BackendChoice>,
     // Recency.
     pub time_range: Option<TimeRange>,
@@ -34,7 +34,7 @@ pub struct WebSearchArgs {
     pub language: Option<String>,
     /// Tavily: basic|advanced.
     pub search_depth: Option<String>,
-    // Only these domains.
+    /// Only these.
     pub include_domains: Option<Vec<String>>,
 }
 

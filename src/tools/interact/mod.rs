@@ -43,7 +43,7 @@ pub struct InteractArgs {
     /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    // Text or value.
+    /// Text or value.
     pub text: Option<String>,
     /// e.g. "Control+A Enter".
     pub keys: Option<String>,
@@ -55,17 +55,17 @@ pub struct InteractArgs {
     pub files: Option<Vec<InlineFile>>,
     /// Clear first (default true).
     pub clear: Option<bool>,
-    // Press Enter after typing.
+    /// Press Enter.
     pub submit: Option<bool>,
     /// Scroll without ref.
     pub direction: Option<Direction>,
-    // Scroll pixels.
+    /// Pixels.
     pub amount: Option<f64>,
     /// wait/handoff: text, selector or url:GLOB.
     pub until: Option<String>,
     /// handoff: what the person should do.
     pub message: Option<String>,
-    /// handoff: false returns now; confirm: true waits.
+    /// handoff: false returns now; confirm: waits.
     pub wait: Option<bool>,
     /// Id from NEEDS_CONFIRMATION.
     pub confirmation: Option<String>,
@@ -81,9 +81,9 @@ pub struct InteractArgs {
     pub prompt_text: Option<String>,
     /// download: URL.
     pub url: Option<String>,
-    // download: name.
+    /// download: name.
     pub filename: Option<String>,
-    /// ms (default 10000; handoff 600000).
+    /// ms (default 10000).
     pub timeout_ms: Option<PersonTimeoutMs>,
     pub tab: Option<String>,
     pub session: Option<SessionField>,
@@ -296,7 +296,7 @@ impl Tool for Interact {
     };
     const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
     const DESCRIPTION: &'static str =
-        "Act on elements by ref (browser_read), or hand off to a person; reports what changed.";
+        "Act on elements by ref, or hand off to a person; reports what changed.";
 
     async fn run(&self, call: &mut Call<'_>, mut args: InteractArgs) -> ToolResult<InteractOutput> {
         let recognized = replayed::find_target(call, &mut args).await?;

@@ -36,7 +36,7 @@ Long output is paged: pass next_cursor back as cursor.";
 pub struct ReadArgs {
     /// Default elements.
     pub mode: Option<ReadMode>,
-    /// Text to find (find) or question (extract).
+    /// find: text; extract: question.
     pub query: Option<String>,
     /// Only this CSS subtree.
     pub selector: Option<String>,
@@ -58,9 +58,9 @@ pub struct ReadArgs {
     pub kind: Option<String>,
     /// console: this level and up.
     pub level: Option<Level>,
-    /// elements: last (changes); network/console: last_action, r12, c4.
+    /// elements: last; network/console: last_action, r12, c4.
     pub since: Option<String>,
-    /// network: one request whole (r12).
+    /// network: one request (r12).
     pub request: Option<String>,
     /// network: fetched JSON.
     pub data: Option<bool>,
@@ -215,7 +215,7 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page: interactive elements with refs, markdown, text, html, find, extract; or what it did: network, console. Paged by max_tokens/cursor.";
+    const DESCRIPTION: &'static str = "Read the page: elements with refs, markdown, text, html, find, extract; or its network, console. Paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();

@@ -17,7 +17,7 @@ pub use links::link_targets;
 pub use main_content::Article;
 pub use outline::Structured;
 
-/// Which part of the page to return.
+// Which part of the page to return (no schema description of its own: the tool list's size).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExtractKind {
@@ -29,7 +29,7 @@ pub enum ExtractKind {
     Structured,
 }
 
-/// How text content is written.
+// How text content is written (no schema description of its own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TextFormat {
