@@ -128,24 +128,16 @@ fn progress_notifier(
     peer: Peer<RoleServer>,
     token: ProgressToken,
 ) -> mpsc::UnboundedSender<HandoffProgress> {
-    let (sender, mut waiting) = mpsc::unbounded_channel::<HandoffProgress>();
-    tokio::spawn(async move {
-        while let Some(progress) = waiting.recv().await {
-            let message = format!(
-                "Waiting for a person in the live view ({} s): {} Link: {}",
-                progress.waited_ms / 1000,
-                progress.message,
-                progress.live_url
-            );
-            let seconds = progress.waited_ms as f64 / 1000.0;
-            let notice =
-                ProgressNotificationParam::new(token.clone(), seconds).with_message(message);
-            if peer.notify_progress(notice).await.is_err() {
-                break;
-            }
-        }
-    });
-    sender
+    notifier(peer, token, |token, progress: HandoffProgress| {
+        let message = format!(
+            "Waiting for a person in the live view ({} s): {} Link: {}",
+            progress.waited_ms / 1000,
+            progress.message,
+            progress.live_url
+        );
+        let seconds = progress.waited_ms as f64 / 1000.0;
+        ProgressNotificationParam::new(token, seconds).with_message(message)
+    })
 }
 
 /// Turns a background task's progress, while a call waits on it, into progress notifications.
@@ -153,13 +145,28 @@ fn task_notifier(
     peer: Peer<RoleServer>,
     token: ProgressToken,
 ) -> mpsc::UnboundedSender<TaskProgress> {
-    let (sender, mut updates) = mpsc::unbounded_channel::<TaskProgress>();
+    notifier(peer, token, |token, update: TaskProgress| {
+        ProgressNotificationParam::new(token, update.progress as f64)
+            .with_total(update.total as f64)
+            .with_message(update.message)
+    })
+}
+
+/// A channel whose updates go to the client as progress notifications under `token`, each
+/// written by `notice`, until the client is gone.
+fn notifier<T: Send + 'static>(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    notice: impl Fn(ProgressToken, T) -> ProgressNotificationParam + Send + 'static,
+) -> mpsc::UnboundedSender<T> {
+    let (sender, mut updates) = mpsc::unbounded_channel::<T>();
     tokio::spawn(async move {
         while let Some(update) = updates.recv().await {
-            let notice = ProgressNotificationParam::new(token.clone(), update.progress as f64)
-                .with_total(update.total as f64)
-                .with_message(update.message);
-            if peer.notify_progress(notice).await.is_err() {
+            if peer
+                .notify_progress(notice(token.clone(), update))
+                .await
+                .is_err()
+            {
                 break;
             }
         }
