@@ -106,7 +106,7 @@ impl Crawler {
         let (store, notices): (Arc<dyn CrawlStore>, _) = match storage {
             Storage::Shared(database) => {
                 // Listening before looking for tasks: none starts unseen in between.
-                let notices = database.listen(store::CHANNEL, stop.clone());
+                let notices = database.listening(store::CHANNEL, stop.clone()).await;
                 (
                     Arc::new(PostgresStore::open(database.clone()).await?),
                     Some(notices),

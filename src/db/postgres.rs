@@ -23,6 +23,8 @@ const POOL_SIZE: usize = 16;
 /// Key of the advisory lock instances take to migrate one at a time.
 const MIGRATION_LOCK: i64 = 0x7765_6270_696c_6f74;
 /// Wait before reconnecting a lost `LISTEN` connection.
+/// How long a start waits for `LISTEN` to be in place.
+const LISTEN_WAIT: Duration = Duration::from_secs(10);
 const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 
 const SECRET_MIGRATIONS: [Migration; 1] = [(
@@ -175,12 +177,36 @@ impl Database {
     /// Payloads of `NOTIFY channel` from every instance (this one included), on a connection of
     /// its own that reconnects when lost, until `stop`.
     pub fn listen(&self, channel: &'static str, stop: CancellationToken) -> mpsc::Receiver<String> {
+        self.relayed(channel, stop, None)
+    }
+
+    /// `listen`, returning once `LISTEN` is in place (or after `LISTEN_WAIT`, when the server is
+    /// slow to answer): a caller that next looks for work announced on `channel` misses none.
+    pub async fn listening(
+        &self,
+        channel: &'static str,
+        stop: CancellationToken,
+    ) -> mpsc::Receiver<String> {
+        let (ready, listening) = tokio::sync::oneshot::channel();
+        let receiver = self.relayed(channel, stop, Some(ready));
+        if tokio::time::timeout(LISTEN_WAIT, listening).await.is_err() {
+            tracing::warn!(channel, "PostgreSQL LISTEN not in place yet; going on");
+        }
+        receiver
+    }
+
+    fn relayed(
+        &self,
+        channel: &'static str,
+        stop: CancellationToken,
+        mut ready: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> mpsc::Receiver<String> {
         let (sender, receiver) = mpsc::channel(1024);
         let (config, tls) = (self.config.clone(), self.tls.clone());
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 tokio::select! {
-                    outcome = relay(&config, tls.clone(), channel, &sender) => {
+                    outcome = relay(&config, tls.clone(), channel, &sender, &mut ready) => {
                         if let Err(error) = outcome {
                             tracing::warn!(%error, channel, "PostgreSQL LISTEN connection lost; reconnecting");
                         }
@@ -322,6 +348,7 @@ async fn relay(
     tls: MakeRustlsConnect,
     channel: &str,
     sender: &mpsc::Sender<String>,
+    ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
 ) -> anyhow::Result<()> {
     let (client, mut connection) = config.connect(tls).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -331,7 +358,13 @@ async fn relay(
         let mut listening = std::pin::pin!(client.batch_execute(&command));
         loop {
             tokio::select! {
-                done = &mut listening => { done?; break; }
+                done = &mut listening => {
+                    done?;
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
+                    break;
+                }
                 message = messages.next() => match message {
                     Some(Ok(_)) => {}
                     Some(Err(error)) => return Err(error.into()),

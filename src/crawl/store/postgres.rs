@@ -488,7 +488,6 @@ impl CrawlStore for PostgresStore {
         announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
         let (state, result, error) = outcome_columns(outcome);
-        let failed = i32::from(outcome.error().is_some());
         // Counting on the task's row orders finishes: progress numbers go out in commit order.
         let row = self
             .database
@@ -496,7 +495,7 @@ impl CrawlStore for PostgresStore {
             .await?
             .query_opt(
                 "WITH task AS (
-                     UPDATE crawl_tasks SET finished = finished + 1, failed = failed + $7
+                     UPDATE crawl_tasks SET finished = finished + 1
                      WHERE id = $1 AND EXISTS (
                          SELECT 1 FROM crawl_items WHERE task_id = $1 AND idx = $2
                            AND state = 'pending' AND claimed_by = $6)
@@ -510,7 +509,7 @@ impl CrawlStore for PostgresStore {
                          task_id = NULL, idx = NULL
                      WHERE task_id = $1 AND idx = $2 AND claimed_by = $6
                  )
-                 SELECT finished, total, pg_notify($8, jsonb_set(jsonb_set($9::text::jsonb,
+                 SELECT finished, total, pg_notify($7, jsonb_set(jsonb_set($8::text::jsonb,
                      '{progress}', to_jsonb(finished)), '{total}', to_jsonb(total))::text)
                  FROM task",
                 &[
@@ -520,7 +519,6 @@ impl CrawlStore for PostgresStore {
                     &result,
                     &error,
                     &lease.owner,
-                    &failed,
                     &CHANNEL,
                     &announcement,
                 ],
