@@ -5,7 +5,6 @@
 //! event channel (the client went away) stops the loop.
 
 pub mod conversations;
-pub mod llm;
 
 use std::sync::Arc;
 
@@ -19,8 +18,8 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::SessionName;
 use crate::tenancy::Tenant;
 use crate::tools::{Caller, HandoffProgress, Registry, Scope, ToolOutput};
+use crate::web::llm::{self, Delta, LlmClient, ToolCall, Turn};
 use conversations::{Record, Recorder};
-use llm::{Delta, LlmClient, ToolCall, Turn};
 
 /// Default and largest `max_iterations`.
 const DEFAULT_ITERATIONS: usize = 8;

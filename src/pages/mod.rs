@@ -6,6 +6,7 @@
 //! browser render runs in a scratch session of its own (own cookies, closed after), at most
 //! `crawl.browser_parallel` at once across all callers.
 
+mod files;
 pub mod paging;
 mod sniff;
 
@@ -21,14 +22,13 @@ use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tenancy::Tenant;
 use crate::web::client::Fetched;
+use crate::web::data::{DataRead, DataRequest, DataSource};
+use crate::web::documents::DocumentInfo;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
-use crate::web::pdf::{self, PdfInfo};
+use crate::web::pdf::PdfInfo;
 use crate::web::{WebService, shell};
 use paging::slice_text;
 
-/// Longest a PDF may take to read; the parser runs on a blocking thread that cannot be stopped,
-/// so past this the caller gets an answer and the thread finishes alone.
-const PDF_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 use sniff::ContentClass;
 
 /// How to read a page: what to extract, in which format, by which route, how much at once.
@@ -43,10 +43,34 @@ pub struct PageOptions {
     /// Token budget of one slice; the default when absent.
     #[serde(default)]
     pub max_tokens: Option<usize>,
+    /// extract=json: a declarative selector schema (`{base, fields}`), no model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectors: Option<serde_json::Value>,
+    /// extract=json: the JSON Schema the data is shaped by and checked against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
     /// Collect the page's links (`Page::links`), for a crawl that follows them.
     #[serde(skip)]
     #[schemars(skip)]
     pub links: bool,
+}
+
+impl PageOptions {
+    /// What `extract=json` reads, from the tools' one `schema` argument (a selector schema or a
+    /// JSON Schema): `extract` becomes `json` unless the call named it, and all is checked now,
+    /// before anything is fetched.
+    pub fn with_data(
+        mut self,
+        schema: Option<serde_json::Value>,
+        extract_named: bool,
+    ) -> ToolResult<Self> {
+        if schema.is_some() && !extract_named {
+            self.extract = ExtractKind::Json;
+        }
+        (self.selectors, self.schema) = crate::web::data::split_schema(schema);
+        Reading::new(&self)?;
+        Ok(self)
+    }
 }
 
 // Which route reads the page: `auto` is HTTP, and the browser only when the page needs it (no
@@ -108,6 +132,24 @@ pub struct Page {
     /// The response was a PDF document: its pages and metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdf: Option<PdfInfo>,
+    /// The response was another document (Word, Excel, PowerPoint, OpenDocument, EPUB, CSV).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentInfo>,
+    /// extract=json: the data read — by `selectors`, from what the page publishes (JSON-LD,
+    /// microdata, Open Graph) or by the model, shaped by `schema`; a spreadsheet's rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_source: Option<DataSource>,
+    /// Whether `data` satisfies `schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid: Option<bool>,
+    /// What `schema` finds wrong with `data`, or why there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_errors: Vec<String>,
+    /// Tokens the model spent on `data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_tokens: Option<u64>,
     /// The site's `Content-Signal` header: what it allows its content to be used for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_signal: Option<String>,
@@ -147,9 +189,59 @@ struct Loaded {
     body_truncated: bool,
     blocked: Vec<Blocked>,
     pdf: Option<PdfInfo>,
+    document: Option<DocumentInfo>,
+    data: Option<DataRead>,
     content_signal: Option<String>,
     validators: Validators,
     links: Vec<(String, String)>,
+}
+
+/// How one page is read, `extract=json`'s request checked: what the readers take.
+#[derive(Clone)]
+struct Reading {
+    kind: ExtractKind,
+    format: TextFormat,
+    links: bool,
+    data: Option<Arc<DataRequest>>,
+}
+
+impl Reading {
+    fn new(options: &PageOptions) -> ToolResult<Self> {
+        let asks_data = options.selectors.is_some() || options.schema.is_some();
+        if asks_data && options.extract != ExtractKind::Json {
+            return Err(ToolError::invalid(
+                "fields `selectors` and `schema` go with extract=json",
+            ));
+        }
+        let data = (options.extract == ExtractKind::Json)
+            .then(|| DataRequest::new(options.selectors.as_ref(), options.schema.as_ref()))
+            .transpose()?
+            .map(Arc::new);
+        Ok(Self {
+            kind: options.extract,
+            format: options.format,
+            links: options.links,
+            data,
+        })
+    }
+
+    /// An HTML document read as asked: its extraction, its links, its data. Blocking.
+    fn html(&self, html: &str, base: &Url) -> (Extracted, Vec<(String, String)>, Option<DataRead>) {
+        let links = if self.links {
+            extract::link_targets(html, base)
+        } else {
+            Vec::new()
+        };
+        let data = self
+            .data
+            .as_ref()
+            .map(|request| request.from_html(html, base));
+        (
+            extract::extract(html, base, self.kind, self.format),
+            links,
+            data,
+        )
+    }
 }
 
 /// What a later request asks the site about: has the page changed since?
@@ -212,10 +304,11 @@ impl Pages {
         tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
         let (kind, format) = (options.extract, options.format);
-        let loaded = match options.mode {
+        let reading = Reading::new(options)?;
+        let mut loaded = match options.mode {
             FetchMode::Browser => {
                 release();
-                self.render(tenant, &url, options, None).await?
+                self.render(tenant, &url, &reading, None).await?
             }
             mode => {
                 let conditions = previous.as_ref().map(conditions).unwrap_or_default();
@@ -232,41 +325,55 @@ impl Pages {
                         ..previous
                     });
                 }
-                match from_http(fetched, options, mode == FetchMode::Auto).await? {
+                match from_http(fetched, &reading, mode == FetchMode::Auto).await? {
                     Ok(loaded) => loaded,
                     Err(why) => {
                         release();
-                        self.render(tenant, &url, options, Some(why)).await?
+                        self.render(tenant, &url, &reading, Some(why)).await?
                     }
                 }
             }
         };
-        let slice = slice_text(&loaded.extracted.content, budget, cursor)?;
-        Ok(Page {
-            url: url.to_string(),
-            final_url: loaded.final_url.to_string(),
-            status: loaded.status,
-            title: loaded.extracted.title,
-            content_length: loaded.extracted.content.chars().count(),
-            content: slice.content,
-            truncated: slice.truncated || loaded.body_truncated,
-            next_cursor: slice.next_cursor,
-            via: loaded.via,
-            extract: kind,
-            format,
-            why: loaded.why,
-            body_truncated: loaded.body_truncated.then_some(true),
-            article: loaded.extracted.article,
-            structured: loaded.extracted.structured,
-            hidden_text_dropped: loaded.extracted.hidden_text_dropped,
-            pdf: loaded.pdf,
-            content_signal: loaded.content_signal,
-            etag: loaded.validators.etag,
-            last_modified: loaded.validators.last_modified,
-            unchanged: None,
-            blocked: loaded.blocked,
-            links: loaded.links,
-        })
+        if let Some(request) = &reading.data {
+            self.with_model(request, &mut loaded).await;
+            loaded.extracted.content.clear();
+        }
+        let text_cursor = if reading.data.is_some() { None } else { cursor };
+        let mut slice = slice_text(&loaded.extracted.content, budget, text_cursor)?;
+        if let Some(read) = loaded
+            .data
+            .as_mut()
+            .filter(|r| r.source == DataSource::Sheet)
+        {
+            let (rows, next) = paging::slice_rows(&read.data, budget, cursor)?;
+            read.data = rows;
+            slice.truncated = next.is_some();
+            slice.next_cursor = next;
+        }
+        Ok(page(&url, loaded, slice, kind, format))
+    }
+
+    /// `extract=json` with a schema and no selectors: the configured model reads the page's
+    /// text into data (over what the page publishes). Without a model, what was read stays; a
+    /// response that gave no data says why.
+    async fn with_model(&self, request: &DataRequest, loaded: &mut Loaded) {
+        let model = self.web.model.as_ref().filter(|_| request.wants_model());
+        let is_sheet = matches!(&loaded.data, Some(read) if read.source == DataSource::Sheet);
+        match model {
+            Some(model) if !is_sheet => {
+                let text = &loaded.extracted.content;
+                let read =
+                    crate::web::data::model::extract(model, request, &loaded.final_url, text);
+                loaded.data = Some(read.await);
+            }
+            _ if loaded.data.is_none() => {
+                loaded.data = Some(request.nothing(
+                    "this response is text or a PDF, with no published data: configure a model \
+                     ([llm]) to read it by a schema",
+                ));
+            }
+            _ => {}
+        }
     }
 
     /// The HTTP client's user agent.
@@ -289,10 +396,9 @@ impl Pages {
         &self,
         tenant: &Arc<Tenant>,
         url: &Url,
-        options: &PageOptions,
+        reading: &Reading,
         why: Option<String>,
     ) -> ToolResult<Loaded> {
-        let (kind, format, want_links) = (options.extract, options.format, options.links);
         self.web.client.check_target(url, tenant.policy()).await?;
         let timeout = std::time::Duration::from_millis(self.config.navigation_timeout_ms);
         let ends = tokio::time::Instant::now() + timeout;
@@ -330,15 +436,14 @@ impl Pages {
         session.discard().await;
         drop(turn);
         let (status, html, final_url) = rendered?;
-        let base = final_url.clone();
-        let (extracted, links) = tokio::task::spawn_blocking(move || {
-            let links = want_links.then(|| extract::link_targets(&html, &base));
-            (extract::extract(&html, &base, kind, format), links)
-        })
-        .await
-        .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        let (base, reading) = (final_url.clone(), reading.clone());
+        let (extracted, links, data) =
+            tokio::task::spawn_blocking(move || reading.html(&html, &base))
+                .await
+                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
         Ok(Loaded {
-            links: links.unwrap_or_default(),
+            links,
+            data,
             final_url,
             status: status.and_then(|s| u16::try_from(s).ok()),
             extracted,
@@ -347,6 +452,7 @@ impl Pages {
             body_truncated: false,
             blocked,
             pdf: None,
+            document: None,
             content_signal: None,
             validators: Validators::default(),
         })
@@ -356,10 +462,10 @@ impl Pages {
 /// Extracts from an HTTP response; `Err(why)` when `escalate` and the page needs a browser.
 async fn from_http(
     fetched: Fetched,
-    options: &PageOptions,
+    reading: &Reading,
     escalate: bool,
 ) -> ToolResult<Result<Loaded, String>> {
-    let (kind, format, want_links) = (options.extract, options.format, options.links);
+    let (kind, format, want_links) = (reading.kind, reading.format, reading.links);
     let mime = fetched.mime();
     let loaded = |extracted| Loaded {
         final_url: fetched.final_url.clone(),
@@ -370,6 +476,8 @@ async fn from_http(
         body_truncated: fetched.truncated,
         blocked: Vec::new(),
         pdf: None,
+        document: None,
+        data: None,
         content_signal: fetched.content_signal.clone(),
         validators: Validators {
             etag: fetched.etag.clone(),
@@ -392,12 +500,13 @@ async fn from_http(
             ..loaded(extracted)
         }));
     }
-    if pdf::is_pdf(&mime, &fetched.body) {
-        let (extracted, info, links) = pdf_with_links(&fetched, kind, format, want_links).await?;
+    if let Some(file) = files::read(&fetched, &mime, reading).await? {
         return Ok(Ok(Loaded {
-            pdf: Some(info),
-            links,
-            ..loaded(extracted)
+            pdf: file.pdf,
+            document: file.document,
+            data: file.data,
+            links: file.links,
+            ..loaded(file.extracted)
         }));
     }
     let html = match sniff::content_class(&mime, &fetched.body) {
@@ -410,24 +519,63 @@ async fn from_http(
         }
         ContentClass::Binary => return Err(sniff::not_a_page(&fetched.final_url, &mime)),
     };
-    let base = fetched.final_url.clone();
-    let (extracted, why) = tokio::task::spawn_blocking(move || {
+    let (base, reading) = (fetched.final_url.clone(), reading.clone());
+    let (read, why) = tokio::task::spawn_blocking(move || {
         let why = escalate.then(|| shell::needs_browser(&html)).flatten();
-        let extracted = why.is_none().then(|| {
-            let links = want_links.then(|| extract::link_targets(&html, &base));
-            (extract::extract(&html, &base, kind, format), links)
-        });
-        (extracted, why)
+        (why.is_none().then(|| reading.html(&html, &base)), why)
     })
     .await
     .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
-    Ok(match (extracted, why) {
-        (Some((extracted, links)), _) => Ok(Loaded {
-            links: links.unwrap_or_default(),
+    Ok(match (read, why) {
+        (Some((extracted, links, data)), _) => Ok(Loaded {
+            links,
+            data,
             ..loaded(extracted)
         }),
         (None, why) => Err(why.unwrap_or_default()),
     })
+}
+
+/// The page as read: one slice of its content, what is known of it, its data.
+fn page(
+    url: &Url,
+    loaded: Loaded,
+    slice: paging::Slice,
+    kind: ExtractKind,
+    format: TextFormat,
+) -> Page {
+    let data = loaded.data;
+    Page {
+        url: url.to_string(),
+        final_url: loaded.final_url.to_string(),
+        status: loaded.status,
+        title: loaded.extracted.title,
+        content_length: loaded.extracted.content.chars().count(),
+        content: slice.content,
+        truncated: slice.truncated || loaded.body_truncated,
+        next_cursor: slice.next_cursor,
+        via: loaded.via,
+        extract: kind,
+        format,
+        why: loaded.why,
+        body_truncated: loaded.body_truncated.then_some(true),
+        article: loaded.extracted.article,
+        structured: loaded.extracted.structured,
+        hidden_text_dropped: loaded.extracted.hidden_text_dropped,
+        pdf: loaded.pdf,
+        document: loaded.document,
+        data_source: data.as_ref().map(|d| d.source),
+        valid: data.as_ref().and_then(|d| d.valid),
+        llm_tokens: data.as_ref().and_then(|d| d.llm_tokens),
+        data_errors: data.as_ref().map(|d| d.errors.clone()).unwrap_or_default(),
+        data: data.map(|d| d.data),
+        content_signal: loaded.content_signal,
+        etag: loaded.validators.etag,
+        last_modified: loaded.validators.last_modified,
+        unchanged: None,
+        blocked: loaded.blocked,
+        links: loaded.links,
+    }
 }
 
 /// The conditional request headers for an earlier read's validators.
@@ -514,61 +662,4 @@ fn markdown_title(markdown: &str) -> String {
         .chars()
         .take(200)
         .collect()
-}
-
-/// A fetched PDF read, with the absolute targets of its link annotations when asked for.
-async fn pdf_with_links(
-    fetched: &Fetched,
-    kind: ExtractKind,
-    format: TextFormat,
-    want_links: bool,
-) -> ToolResult<(Extracted, PdfInfo, Vec<(String, String)>)> {
-    let (extracted, mut info) = read_pdf(fetched, kind, format, want_links).await?;
-    let base = &fetched.final_url;
-    let links = std::mem::take(&mut info.links)
-        .into_iter()
-        .filter_map(|uri| {
-            base.join(&uri)
-                .ok()
-                .map(|url| (url.to_string(), String::new()))
-        })
-        .collect();
-    Ok((extracted, info, links))
-}
-
-/// Reads a fetched PDF off the async threads, within `PDF_READ_LIMIT`.
-async fn read_pdf(
-    fetched: &Fetched,
-    kind: ExtractKind,
-    format: TextFormat,
-    with_links: bool,
-) -> ToolResult<(Extracted, PdfInfo)> {
-    let bytes = fetched.body.clone();
-    let reading = tokio::task::spawn_blocking(move || pdf::read(bytes, kind, format, with_links));
-    let read = tokio::time::timeout(PDF_READ_LIMIT, reading)
-        .await
-        .map_err(|_| {
-            ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "reading the PDF at {} took longer than {} s",
-                    fetched.final_url,
-                    PDF_READ_LIMIT.as_secs()
-                ),
-            )
-            .with_hint("download it with browser_interact action=download instead")
-        })?
-        .map_err(|e| ToolError::internal(format!("PDF reading failed: {e}")))?;
-    match read {
-        Err(_) if fetched.truncated => Err(ToolError::new(
-            ErrorCode::Upstream,
-            format!(
-                "{} is a PDF larger than the {} bytes a fetch reads, and its first part cannot be read alone",
-                fetched.final_url,
-                fetched.body.len()
-            ),
-        )
-        .with_hint("download it with browser_interact action=download (larger cap), or raise fetch.max_bytes")),
-        read => read,
-    }
 }

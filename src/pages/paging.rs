@@ -14,7 +14,7 @@ pub const CHARS_PER_TOKEN: usize = 4;
 pub const DEFAULT_MAX_TOKENS: usize = 4_000;
 
 /// One slice of a longer output.
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
 pub struct Slice {
     /// This slice.
     pub content: String,
@@ -118,6 +118,47 @@ pub fn parse_cursor(cursor: Option<&str>, kind: char, len: usize) -> ToolResult<
         return Err(bad().with_hint("the content got shorter since; omit cursor to start over"));
     }
     Ok(offset)
+}
+
+/// A spreadsheet's rows (`[{"sheet", "rows": [...]}]`) sliced to the budget: whole rows, at
+/// least one per slice, only the sheets that have rows in the slice. Cursors look like `R120`
+/// (the index of the next row, counted across sheets).
+pub fn slice_rows(
+    sheets: &serde_json::Value,
+    max_tokens: usize,
+    cursor: Option<&str>,
+) -> ToolResult<(serde_json::Value, Option<String>)> {
+    use serde_json::{Value, json};
+    let empty = Vec::new();
+    let rows_of = |sheet: &Value| sheet["rows"].as_array().unwrap_or(&empty).len();
+    let list = sheets.as_array().unwrap_or(&empty);
+    let total: usize = list.iter().map(rows_of).sum();
+    let start = parse_cursor(cursor, 'R', total)?;
+    let budget = budget_chars(max_tokens);
+    let (mut index, mut used, mut full, mut out) = (0usize, 0usize, false, Vec::new());
+    for sheet in list {
+        let mut taken = Vec::new();
+        for row in sheet["rows"].as_array().unwrap_or(&empty) {
+            if index >= start && !full {
+                let size = row.to_string().len();
+                full = used + size > budget && used > 0;
+                if !full {
+                    used += size;
+                    taken.push(row.clone());
+                }
+            }
+            index += 1;
+        }
+        if !taken.is_empty() {
+            out.push(json!({"sheet": sheet["sheet"], "rows": taken}));
+        }
+    }
+    let read: usize = out.iter().map(rows_of).sum();
+    let next = start + read;
+    Ok((
+        Value::Array(out),
+        (next < total).then(|| format!("R{next}")),
+    ))
 }
 
 /// Page text in a block that names where it came from, for a model to tell a page's words from

@@ -177,7 +177,7 @@ impl Tool for Cookies {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies, localStorage), load it, ensure_login, list, clear, import.";
+    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies, storage), load, ensure_login, list, clear, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let store = call.ctx.profiles.of(call.tenant());

@@ -38,6 +38,9 @@ pub struct CrawlBatchArgs {
     pub format: Option<TextFormat>,
     // Default auto.
     pub mode: Option<FetchMode>,
+    /// JSON Schema or {base, fields}.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub schema: Option<serde_json::Value>,
     /// At once (default 4).
     pub parallel: Option<usize>,
     /// Per page.
@@ -49,7 +52,7 @@ pub struct CrawlBatchArgs {
     /// tool list's size): an integration's option, documented in docs/tools.md.
     #[schemars(skip)]
     pub webhook_pages: Option<bool>,
-    /// Follow links from the urls: depth (default 1), scope, globs, max_pages, from_sitemap, map (URLs only).
+    /// Follow links: depth (default 1); map lists URLs only.
     pub follow: Option<Follow>,
 }
 
@@ -61,7 +64,7 @@ pub struct CrawlStatusArgs {
     /// From crawl_batch.
     pub task_id: String,
     pub cursor: Option<String>,
-    /// Seconds to await the end.
+    /// Seconds to wait for the end.
     #[schemars(range(max = 120))]
     pub wait: Option<u32>,
     /// About this many tokens of outcomes per call (default 4000). Not published, so the tool
@@ -160,7 +163,7 @@ impl Tool for CrawlBatch {
         open_world: true,
     };
     const DESCRIPTION: &'static str =
-        "Read many URLs, or a site, in the background; returns a task_id for crawl_status.";
+        "Read many URLs or a site in the background; returns a task_id for crawl_status.";
 
     async fn run(&self, call: &mut Call<'_>, args: CrawlBatchArgs) -> ToolResult<CrawlStarted> {
         let options = TaskOptions {
@@ -169,8 +172,9 @@ impl Tool for CrawlBatch {
                 format: args.format.unwrap_or_default(),
                 mode: args.mode.unwrap_or_default(),
                 max_tokens: args.max_tokens,
-                links: false,
-            },
+                ..PageOptions::default()
+            }
+            .with_data(args.schema, args.extract.is_some())?,
             parallel: args.parallel.unwrap_or(DEFAULT_PARALLEL),
             webhook: args.webhook,
             webhook_pages: args.webhook_pages.unwrap_or(false),

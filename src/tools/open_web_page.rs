@@ -12,7 +12,12 @@ use crate::web::extract::{ExtractKind, TextFormat};
 
 const GUIDE: &str = "open_web_page reads a URL without a browser: the main article text as \
 Markdown by default (extract=full|links|images|structured for other views). It renders the page \
-in the browser by itself when plain HTTP gets a JavaScript shell. Long pages are paged: pass \
+in the browser by itself when plain HTTP gets a JavaScript shell. PDFs, Word, Excel, PowerPoint, \
+OpenDocument, EPUB and CSV files read like pages. extract=json returns `data`: with schema = \
+{base, fields} (CSS selectors: base picks repeated items, each field a selector or \
+{selector, attr, all, fields}) at DOM speed; with schema = a JSON Schema, the configured model \
+reads the page into it, or without a model the page's JSON-LD, microdata and Open Graph fill it; \
+a spreadsheet's rows come as objects by header. Long pages and sheets are paged: pass \
 next_cursor back as cursor.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -20,12 +25,15 @@ next_cursor back as cursor.";
 pub struct OpenWebPageArgs {
     /// Page URL.
     pub url: String,
-    /// Default main.
+    // Default main (no schema description: the tool list's size).
     pub extract: Option<ExtractKind>,
-    /// Default markdown.
+    // Default markdown.
     pub format: Option<TextFormat>,
-    /// Default auto.
+    // Default auto.
     pub mode: Option<FetchMode>,
+    /// JSON Schema or {base, fields}.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub schema: Option<serde_json::Value>,
     /// Budget (default 4000).
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
@@ -48,7 +56,7 @@ impl Tool for OpenWebPage {
     const SCOPE: Scope = Scope::Web;
     const TITLE: &'static str = "Read a web page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS_WEB;
-    const DESCRIPTION: &'static str = "Read a web page or PDF without a browser: main content, whole page, links, images or outline; paged.";
+    const DESCRIPTION: &'static str = "Read a page, PDF or document without a browser: content, links, outline or JSON data; paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: OpenWebPageArgs) -> ToolResult<Page> {
         let options = PageOptions {
@@ -56,8 +64,9 @@ impl Tool for OpenWebPage {
             format: args.format.unwrap_or_default(),
             mode: args.mode.unwrap_or_default(),
             max_tokens: args.max_tokens,
-            links: false,
-        };
+            ..PageOptions::default()
+        }
+        .with_data(args.schema, args.extract.is_some())?;
         let pages = &call.ctx.pages;
         let mut page = pages
             .open(call.tenant(), &args.url, &options, args.cursor.as_deref())

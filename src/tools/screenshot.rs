@@ -24,7 +24,7 @@ pub struct ScreenshotArgs {
     pub annotate: Option<bool>,
     /// Whole page.
     pub full_page: Option<bool>,
-    /// Capture only this element.
+    /// Only this element.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
     /// pdf prints the page.
@@ -95,7 +95,8 @@ impl Tool for Screenshot {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Screenshot";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Screenshot viewport, full page or element (annotate numbers elements by ref), or print as PDF.";
+    const DESCRIPTION: &'static str =
+        "Screenshot viewport, page or element (annotate numbers them by ref), or print to PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         if let Some(Format::Pdf) = args.format {

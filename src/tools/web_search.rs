@@ -61,8 +61,7 @@ impl Tool for WebSearch {
     const SCOPE: Scope = Scope::Web;
     const TITLE: &'static str = "Search the web";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS_WEB;
-    const DESCRIPTION: &'static str =
-        "Search the web without a browser: title, url, snippet per result.";
+    const DESCRIPTION: &'static str = "Search the web: title, url, snippet per result.";
 
     async fn run(&self, call: &mut Call<'_>, args: WebSearchArgs) -> ToolResult<WebSearchOutput> {
         let backend = args.backend.unwrap_or_default();

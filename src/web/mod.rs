@@ -4,7 +4,10 @@
 
 pub mod charset;
 pub mod client;
+pub mod data;
+pub mod documents;
 pub mod extract;
+pub mod llm;
 pub mod markdown;
 pub mod pdf;
 pub mod search;
@@ -16,10 +19,12 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::policy::UrlPolicy;
 
-/// The shared state of browserless tools: the HTTP clients and the search backends.
+/// The shared state of browserless tools: the HTTP clients, the search backends and the model
+/// that reads pages into data when an operator set one up.
 pub struct WebService {
     pub client: client::WebClient,
     pub searcher: search::Searcher,
+    pub model: Option<llm::LlmClient>,
 }
 
 impl WebService {
@@ -34,6 +39,8 @@ impl WebService {
                 crate::egress::Upstream::configured(config).map_err(anyhow::Error::msg)?,
             )?,
             searcher: search::Searcher::new(config.search.clone()),
+            model: Some(llm::LlmClient::new(config.llm.clone())?)
+                .filter(llm::LlmClient::configured),
         })
     }
 }

@@ -79,6 +79,7 @@ async fn serve_document(
     Path(name): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    record("/docs", &name);
     let Some(bytes) = stored(&name) else {
         return axum::http::StatusCode::NOT_FOUND.into_response();
     };

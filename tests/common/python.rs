@@ -1,12 +1,21 @@
-//! A Python venv under target/ with the official MCP SDK and schemathesis, made once (pip from
-//! PyPI) and shared by the test binaries that drive webpilot from Python.
+//! A Python venv under target/ with the official MCP SDK, schemathesis and the libraries people
+//! write office documents with, made once (pip from PyPI) and shared by the test binaries that
+//! drive webpilot from Python or read what Python wrote.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
 /// What the venv must hold, as pip requirements.
-const REQUIREMENTS: [&str; 2] = ["mcp>=1.10,<2", "schemathesis>=4.3,<5"];
+const REQUIREMENTS: [&str; 7] = [
+    "mcp>=1.10,<2",
+    "schemathesis>=4.3,<5",
+    "python-docx>=1.1,<2",
+    "openpyxl>=3.1,<4",
+    "python-pptx>=1.0,<2",
+    "odfpy>=1.4,<2",
+    "msoffcrypto-tool>=5.4,<7",
+];
 
 /// The venv's python, made and filled on first use.
 pub fn python() -> &'static PathBuf {
@@ -37,7 +46,10 @@ pub fn python() -> &'static PathBuf {
 
 fn ready(python: &PathBuf) -> bool {
     Command::new(python)
-        .args(["-c", "import mcp, schemathesis"])
+        .args([
+            "-c",
+            "import mcp, schemathesis, docx, openpyxl, pptx, odf, msoffcrypto",
+        ])
         .status()
         .is_ok_and(|s| s.success())
 }

@@ -353,6 +353,8 @@ pub fn config(fixtures: &str) -> webpilot::config::Config {
 
 /// Requests the scripted model has received, per scenario.
 pub static MODEL_CALLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// Extraction requests (no tools: `extract=json` with a schema) the scripted model received.
+pub static EXTRACTIONS: std::sync::Mutex<Vec<Value>> = std::sync::Mutex::new(Vec::new());
 /// Set when the "slow" scenario's stream was dropped before it finished (client went away).
 pub static SLOW_STREAM_DROPPED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -415,6 +417,32 @@ fn sse(pieces: Vec<String>) -> Response {
         .into_response()
 }
 
+/// A model reading a page into data: a product page's first answer is not JSON, the answer
+/// after the validation errors is; a page it has nothing for gets `{}`.
+fn extraction(request: Value) -> Response {
+    EXTRACTIONS.lock().unwrap().push(request.clone());
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let page = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let retried = messages.iter().any(|m| {
+        m["role"] == "user"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("does not satisfy"))
+    });
+    let text = match (page.contains("Steel kettle"), retried) {
+        (true, false) => "Sure! The product is {name: Steel kettle".to_string(),
+        (true, true) => {
+            json!({"name": "Steel kettle", "price": 1299.0, "currency": "EUR"}).to_string()
+        }
+        (false, _) => "{}".to_string(),
+    };
+    sse(answer(&[&text]))
+}
+
 struct DropFlag;
 
 impl Drop for DropFlag {
@@ -426,6 +454,9 @@ impl Drop for DropFlag {
 /// An OpenAI-compatible `/v1/chat/completions` whose answers are scripted by the first user
 /// message (the scenario) and the number of tool results already in the conversation.
 async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Response {
+    if request["tools"].is_null() {
+        return extraction(request);
+    }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let scenario = messages
         .iter()

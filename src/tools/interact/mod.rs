@@ -296,7 +296,7 @@ impl Tool for Interact {
     };
     const DEFAULT_TIMEOUT_MS: Option<u64> = Some(10_000);
     const DESCRIPTION: &'static str =
-        "Act on elements by ref, or hand off to a person; reports what changed.";
+        "Act on elements by ref or hand off to a person; reports changes.";
 
     async fn run(&self, call: &mut Call<'_>, mut args: InteractArgs) -> ToolResult<InteractOutput> {
         let recognized = replayed::find_target(call, &mut args).await?;

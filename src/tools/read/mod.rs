@@ -2,6 +2,7 @@
 //! the sections relevant to a query; or what the page did (requests, console) — always paged
 //! within a token budget.
 
+mod data;
 mod observe;
 mod untrusted;
 
@@ -24,7 +25,9 @@ const MAX_FIND_HITS: usize = 50;
 const GUIDE: &str = "browser_read reads the current tab. mode=elements (default) lists \
 interactive elements as `[ref] role \"name\"` with their state (value, checked, required, \
 invalid with its error=\"…\"); use those refs with other browser tools. \
-mode=markdown for the content, find to locate text, extract for the parts answering a query. \
+mode=markdown for the content, find to locate text, extract for the parts answering a query, \
+json for `data` by schema (as open_web_page's extract=json: {base, fields} CSS selectors, or a \
+JSON Schema the model or the page's JSON-LD fills). \
 mode=network lists the tab's requests (`[r12] 500 POST url fetch 3.1 KB 212 ms`; filters url, \
 status 4xx|5xx|failed|404, type, since=last_action for what the last action caused); \
 request=r12 gives one whole (headers, bodies; the response body is the content); data=true the \
@@ -34,7 +37,7 @@ Long output is paged: pass next_cursor back as cursor.";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// Default elements.
+    // Default elements (no schema description: the tool list's size).
     pub mode: Option<ReadMode>,
     /// find: text; extract: question.
     pub query: Option<String>,
@@ -64,6 +67,9 @@ pub struct ReadArgs {
     pub request: Option<String>,
     /// network: fetched JSON.
     pub data: Option<bool>,
+    /// JSON Schema or {base, fields}.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub schema: Option<serde_json::Value>,
     /// Page text in marked blocks.
     pub boundaries: Option<bool>,
     pub tab: Option<String>,
@@ -82,6 +88,7 @@ pub enum ReadMode {
     Html,
     Find,
     Extract,
+    Json,
     Network,
     Console,
 }
@@ -124,6 +131,9 @@ pub struct ReadOutput {
     /// Page text that reads like instructions to a model: visible (kept) or hidden (left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<PageWarning>,
+    /// json: the data read, where from, and the schema's verdict.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    data: Option<crate::web::data::DataRead>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -149,6 +159,7 @@ impl ReadOutput {
             request: None,
             hidden_text_dropped: None,
             warnings: Vec::new(),
+            data: None,
         }
     }
 
@@ -215,10 +226,11 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page: elements with refs, markdown, text, html, find, extract; or its network, console. Paged.";
+    const DESCRIPTION: &'static str = "Read the page (elements with refs, markdown, text, find, json…) or its network and console; paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         let mode = args.mode.unwrap_or_default();
+        let ctx = call.ctx;
         let part = part(&args)?;
         let budget = paging::budget(args.max_tokens)?;
         let query = match mode {
@@ -279,6 +291,10 @@ impl Tool for Read {
                     output
                 }
             }
+            ReadMode::Json => ReadOutput {
+                data: Some(data::read(ctx, tab, &part, args.schema.clone()).await?),
+                ..ReadOutput::new(Slice::default(), mode)
+            },
             ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
             ReadMode::Console => observe::read_console(tab, &args, budget, cursor).await?,
         };

@@ -27,6 +27,7 @@ pub enum ExtractKind {
     Links,
     Images,
     Structured,
+    Json,
 }
 
 // How text content is written (no schema description of its own).
@@ -59,7 +60,7 @@ pub struct Extracted {
 /// Extracts `kind` from `html`, resolving relative URLs against `base`.
 pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
     let (visible, dropped) = match kind {
-        ExtractKind::Main | ExtractKind::Full => concealed::strip(html),
+        ExtractKind::Main | ExtractKind::Full | ExtractKind::Json => concealed::strip(html),
         _ => (String::new(), 0),
     };
     let html = if visible.is_empty() { html } else { &visible };
@@ -70,7 +71,7 @@ pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) ->
 
 fn extract_visible(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
     match kind {
-        ExtractKind::Main => {
+        ExtractKind::Main | ExtractKind::Json => {
             let (article, content_html) = main_content::extract(html, base);
             Extracted {
                 title: article.title.clone(),

@@ -77,9 +77,50 @@ impl LlmClient {
         model: Option<&str>,
         messages: &[Value],
         tools: &[Value],
+        on_delta: impl FnMut(Delta<'_>),
+    ) -> Result<Turn, LlmError> {
+        self.stream(model, messages, tools, &Map::new(), on_delta)
+            .await
+    }
+
+    /// One completion whose answer is to be JSON shaped by `schema` (`response_format:
+    /// json_schema`, not strict: callers' schemas rarely meet strict mode's rules). A server
+    /// that refuses the format (400) is asked again without it; the prompt asks for JSON too.
+    pub async fn complete_json(
+        &self,
+        messages: &[Value],
+        schema: &Value,
+    ) -> Result<Turn, LlmError> {
+        let mut format = Map::new();
+        format.insert(
+            "response_format".into(),
+            json!({"type": "json_schema",
+                   "json_schema": {"name": "extraction", "schema": schema, "strict": false}}),
+        );
+        match self.stream(None, messages, &[], &format, |_| ()).await {
+            Err(LlmError {
+                status: Some(400), ..
+            }) => self.stream(None, messages, &[], &Map::new(), |_| ()).await,
+            answer => answer,
+        }
+    }
+
+    /// Whether an operator set a model up: a key, or a server other than the default.
+    pub fn configured(&self) -> bool {
+        self.config.api_key.is_some() || self.config.base_url != LlmConfig::default().base_url
+    }
+
+    async fn stream(
+        &self,
+        model: Option<&str>,
+        messages: &[Value],
+        tools: &[Value],
+        extra: &Map<String, Value>,
         mut on_delta: impl FnMut(Delta<'_>),
     ) -> Result<Turn, LlmError> {
-        let response = self.send_with_retries(model, messages, tools).await?;
+        let response = self
+            .send_with_retries(model, messages, tools, extra)
+            .await?;
         let mut turn = Turn::default();
         let mut calls: Vec<ToolCall> = Vec::new();
         let mut buffer = String::new();
@@ -122,6 +163,7 @@ impl LlmClient {
         model: Option<&str>,
         messages: &[Value],
         tools: &[Value],
+        extra: &Map<String, Value>,
     ) -> Result<reqwest::Response, LlmError> {
         let url = format!(
             "{}/chat/completions",
@@ -135,6 +177,9 @@ impl LlmClient {
         });
         if !tools.is_empty() {
             body["tools"] = json!(tools);
+        }
+        for (key, value) in extra {
+            body[key] = value.clone();
         }
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 0;

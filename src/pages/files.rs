@@ -1,0 +1,142 @@
+//! Responses that are files rather than pages — PDFs and office documents, books, tables — read
+//! like pages on the blocking pool within a time cap: the parsers cannot be stopped, so past
+//! `READ_LIMIT` the caller gets an answer and the thread finishes alone.
+
+use std::time::Duration;
+
+use super::Reading;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::web::client::Fetched;
+use crate::web::data::DataRead;
+use crate::web::documents::{self, DocumentInfo, DocumentKind};
+use crate::web::extract::{self, ExtractKind, Extracted};
+use crate::web::pdf::{self, PdfInfo};
+
+/// Longest a file may take to read.
+const READ_LIMIT: Duration = Duration::from_secs(20);
+
+/// A file read: its content, what is known of it, its data (`extract=json`) and its links (for
+/// a crawl that follows them).
+pub(super) struct FileRead {
+    pub extracted: Extracted,
+    pub pdf: Option<PdfInfo>,
+    pub document: Option<DocumentInfo>,
+    pub data: Option<DataRead>,
+    pub links: Vec<(String, String)>,
+}
+
+/// A fetched file read, when the response is one: a PDF, or a document `documents` reads.
+pub(super) async fn read(
+    fetched: &Fetched,
+    mime: &str,
+    reading: &Reading,
+) -> ToolResult<Option<FileRead>> {
+    if pdf::is_pdf(mime, &fetched.body) {
+        return pdf(fetched, reading).await.map(Some);
+    }
+    match documents::kind_of(mime, &fetched.final_url, &fetched.body) {
+        Some(kind) => document(fetched, kind, reading).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A fetched PDF read, with the absolute targets of its link annotations when asked for.
+async fn pdf(fetched: &Fetched, reading: &Reading) -> ToolResult<FileRead> {
+    let (kind, format, with_links) = (text_kind(reading.kind), reading.format, reading.links);
+    let bytes = fetched.body.clone();
+    let (extracted, mut info) = off_thread(fetched, "PDF", move || {
+        pdf::read(bytes, kind, format, with_links)
+    })
+    .await?;
+    let base = &fetched.final_url;
+    let links = std::mem::take(&mut info.links)
+        .into_iter()
+        .filter_map(|uri| {
+            base.join(&uri)
+                .ok()
+                .map(|url| (url.to_string(), String::new()))
+        })
+        .collect();
+    Ok(FileRead {
+        extracted,
+        pdf: Some(info),
+        document: None,
+        data: None,
+        links,
+    })
+}
+
+/// A fetched document read as `kind`; with `extract=json`, its data (a spreadsheet's rows as
+/// objects by header, or what selectors pick from its HTML).
+async fn document(
+    fetched: &Fetched,
+    kind: DocumentKind,
+    reading: &Reading,
+) -> ToolResult<FileRead> {
+    let (extract_kind, format, with_links) = (reading.kind, reading.format, reading.links);
+    let request = reading.data.clone();
+    let bytes = fetched.body.clone();
+    let base = fetched.final_url.clone();
+    let (document, links, data) = off_thread(fetched, "document", move || {
+        let document = documents::read(&bytes, kind, text_kind(extract_kind), format, &base)?;
+        let links = with_links.then(|| extract::link_targets(&document.html, &base));
+        let data = request.map(|request| {
+            let rows =
+                (!document.sheets.is_empty()).then(|| documents::rows_json(&document.sheets));
+            request.from_document(&document.html, &base, rows)
+        });
+        Ok((document, links, data))
+    })
+    .await?;
+    Ok(FileRead {
+        extracted: document.extracted,
+        pdf: None,
+        document: Some(document.info),
+        data,
+        links: links.unwrap_or_default(),
+    })
+}
+
+/// What text a file's `extract=json` read carries beside its data: the whole content.
+fn text_kind(kind: ExtractKind) -> ExtractKind {
+    match kind {
+        ExtractKind::Json => ExtractKind::Main,
+        other => other,
+    }
+}
+
+/// Runs `read` on the blocking pool within `READ_LIMIT`; a body cut at the fetch cap that does
+/// not read says so.
+async fn off_thread<T: Send + 'static>(
+    fetched: &Fetched,
+    what: &str,
+    read: impl FnOnce() -> ToolResult<T> + Send + 'static,
+) -> ToolResult<T> {
+    let reading = tokio::task::spawn_blocking(read);
+    let read = tokio::time::timeout(READ_LIMIT, reading)
+        .await
+        .map_err(|_| {
+            ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "reading the {what} at {} took longer than {} s",
+                    fetched.final_url,
+                    READ_LIMIT.as_secs()
+                ),
+            )
+            .with_hint("download it with browser_interact action=download instead")
+        })?
+        .map_err(|e| ToolError::internal(format!("{what} reading failed: {e}")))?;
+    match read {
+        Err(_) if fetched.truncated => Err(ToolError::new(
+            ErrorCode::Upstream,
+            format!(
+                "{} is a {what} larger than the {} bytes a fetch reads, and its first part cannot be read alone",
+                fetched.final_url,
+                fetched.body.len()
+            ),
+        )
+        .with_hint("download it with browser_interact action=download (larger cap), or raise fetch.max_bytes")),
+        read => read,
+    }
+}

@@ -1,0 +1,32 @@
+//! `browser_read` `mode=json`: the rendered page (or the part asked for) into data, as
+//! `open_web_page` reads a fetched one — by a selector schema over the live DOM's HTML, by the
+//! configured model over its readable text for a JSON Schema, or from what the page publishes.
+
+use serde_json::Value;
+use url::Url;
+
+use crate::browser::{Form, Scope as Part, Tab};
+use crate::error::{ToolError, ToolResult};
+use crate::tools::Ctx;
+use crate::web::data::{self, DataRead, DataRequest};
+
+pub(super) async fn read(
+    ctx: &Ctx,
+    tab: &Tab,
+    part: &Part,
+    schema: Option<Value>,
+) -> ToolResult<DataRead> {
+    let (selectors, schema) = data::split_schema(schema);
+    let request = DataRequest::new(selectors.as_ref(), schema.as_ref())?;
+    let url = Url::parse(&tab.url().await)
+        .or_else(|_| Url::parse("about:blank"))
+        .map_err(|e| ToolError::internal(format!("the tab's URL: {e}")))?;
+    if let Some(model) = ctx.web.model.as_ref().filter(|_| request.wants_model()) {
+        let text = super::readable_markdown(tab, part, false).await?;
+        return Ok(data::model::extract(model, &request, &url, &text).await);
+    }
+    let html = tab.content(part, Form::Html).await?;
+    tokio::task::spawn_blocking(move || request.from_html(&html, &url))
+        .await
+        .map_err(|e| ToolError::internal(format!("data extraction failed: {e}")))
+}
