@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{call, client, fails, harness, ok, open};
+use common::{call, client, fails, harness, ok, open, serve_document};
 use serde_json::{Value, json};
 
 /// The printed page as bytes, checked to be a PDF.
@@ -25,19 +25,6 @@ async fn print(session: &str, fixture: &str, extra: Value) -> (Vec<u8>, Value) {
     assert!(bytes.starts_with(b"%PDF-"), "not a PDF");
     assert_eq!(printed["bytes"].as_u64().unwrap() as usize, bytes.len());
     (bytes, printed)
-}
-
-/// Stores `bytes` on the fixture server; the URL serves them as `mime`.
-async fn serve(name: &str, bytes: Vec<u8>, mime: &str) -> String {
-    let h = harness();
-    let response = client()
-        .post(format!("{}/docs/{name}", h.fixtures))
-        .body(bytes)
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success());
-    format!("{}/docs/{name}?type={mime}", h.fixtures)
 }
 
 /// The page's visible text, as a reader sees it.
@@ -106,7 +93,7 @@ async fn printed_pages_read_back_with_their_words_headings_and_tables() {
         let (bytes, printed) = print(s, &format!("pdf/{name}.html"), json!({})).await;
         assert_eq!(printed["pages"], 1, "{name}: {printed:#}");
         let truth = visible_text(s).await;
-        let url = serve(&format!("{name}.pdf"), bytes, "application/pdf").await;
+        let url = serve_document(&format!("{name}.pdf"), bytes, "application/pdf").await;
         let page = read_pdf(&url, json!({ "max_tokens": 20000 })).await;
         let content = page["content"].as_str().unwrap();
         let f1 = word_f1(content, &truth);
@@ -138,7 +125,7 @@ async fn printed_pages_read_back_with_their_words_headings_and_tables() {
 async fn crawls_read_pdfs_like_pages() {
     let s = "doc-crawl";
     let (bytes, _) = print(s, "pdf/table.html", json!({})).await;
-    let url = serve("crawled.pdf", bytes, "application/pdf").await;
+    let url = serve_document("crawled.pdf", bytes, "application/pdf").await;
     let api = &harness().api;
     let args = json!({ "urls": [url], "mode": "http" });
     let id = common::crawl_until_finished(api, args, Duration::from_secs(60)).await;
@@ -163,7 +150,7 @@ async fn thirty_pages_page_through_the_token_budget_once_each() {
     assert!(pages >= 30, "{printed:#}");
     let truth = visible_text(s).await;
     // Served as bytes of no declared type: the reader knows a PDF by its header.
-    let url = serve("long.pdf", bytes, "application/octet-stream").await;
+    let url = serve_document("long.pdf", bytes, "application/octet-stream").await;
     let mut cursor: Option<String> = None;
     let mut slices = Vec::new();
     loop {
@@ -203,7 +190,7 @@ async fn links_scans_and_landscape() {
     let (bytes, _) = print(s, "pdf/linked.html", json!({ "landscape": true })).await;
     let size = pdf_page_size(&bytes);
     assert!(size.0 > size.1, "landscape page is {size:?}");
-    let url = serve("linked.pdf", bytes, "application/pdf").await;
+    let url = serve_document("linked.pdf", bytes, "application/pdf").await;
     let links = read_pdf(&url, json!({ "extract": "links" })).await;
     let listed = links["content"].as_str().unwrap();
     for target in [
@@ -214,7 +201,7 @@ async fn links_scans_and_landscape() {
     }
 
     let (scan, _) = print(s, "pdf/image-only.html", json!({})).await;
-    let url = serve("scan.pdf", scan, "application/pdf").await;
+    let url = serve_document("scan.pdf", scan, "application/pdf").await;
     let page = read_pdf(&url, json!({})).await;
     assert_eq!(page["pdf"]["no_text_layer"], true, "{page:#}");
     assert!(!page["content"].as_str().unwrap().contains("invoice"));
@@ -250,7 +237,7 @@ async fn encrypted_and_damaged_pdfs_are_clear_answers_in_time() {
         .status()
         .expect("qpdf (scripts/setup installs it)");
     assert!(status.success());
-    let url = serve(
+    let url = serve_document(
         "locked.pdf",
         std::fs::read(&locked).unwrap(),
         "application/pdf",
@@ -285,7 +272,7 @@ async fn encrypted_and_damaged_pdfs_are_clear_answers_in_time() {
                 damaged[at] ^= 1 << (next() % 8);
             }
         }
-        let url = serve(
+        let url = serve_document(
             &format!("damaged-{variant}.pdf"),
             damaged,
             "application/pdf",
@@ -357,7 +344,7 @@ async fn downloads_by_url_carry_the_session_login() {
     let s = "doc-download";
     let h = harness();
     let (bytes, _) = print(s, "pdf/table.html", json!({})).await;
-    serve("statement.pdf", bytes.clone(), "application/pdf").await;
+    serve_document("statement.pdf", bytes.clone(), "application/pdf").await;
     let url = format!("{}/members/statement.pdf", h.fixtures);
 
     // Not logged in: the site hides the file.
@@ -478,7 +465,7 @@ fn downloads_stop_at_the_size_cap() {
 async fn navigating_to_a_pdf_points_to_the_reader() {
     let s = "doc-navigate";
     let (bytes, _) = print(s, "pdf/article.html", json!({})).await;
-    let url = serve("navigate.pdf", bytes, "application/pdf").await;
+    let url = serve_document("navigate.pdf", bytes, "application/pdf").await;
     let arrived = ok("browser_navigate", json!({ "session": s, "target": url })).await;
     let hint = arrived["hint"].as_str().unwrap_or_default();
     assert!(hint.contains("open_web_page"), "{arrived:#}");

@@ -169,6 +169,80 @@ async fn check(report: &Value) {
         );
     }
     assert!(progress[1]["progress"].as_f64() > progress[0]["progress"].as_f64());
+    check_prompts_logging_and_cancellation(report);
+}
+
+fn check_prompts_logging_and_cancellation(report: &Value) {
+    // Every tool's guide and the workflows, rendered with their arguments.
+    let prompts: Vec<&str> = report["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for name in [
+        "browser_read_guide",
+        "crawl_batch_guide",
+        "read_javascript_app",
+        "log_in_once",
+        "check_page_errors",
+    ] {
+        assert!(prompts.contains(&name), "{name} missing: {prompts:?}");
+    }
+    let text = report["prompt_text"].as_str().unwrap();
+    assert!(
+        text.contains("spa.html with browser_navigate") && !text.contains("{url}"),
+        "{text}"
+    );
+    let missing = report["prompt_missing_argument"].as_str().unwrap();
+    assert!(
+        missing.contains("profile"),
+        "a missing argument is refused: {missing}"
+    );
+    // At info: the readiness decision and the end, not the debug start line.
+    let info = report["log_at_info"].as_array().unwrap();
+    let events: Vec<(&str, &str)> = info
+        .iter()
+        .map(|l| {
+            (
+                l["level"].as_str().unwrap(),
+                l["data"]["event"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![("info", "ready"), ("info", "done")],
+        "{info:#?}"
+    );
+    assert_eq!(info[0]["data"]["tool"], "browser_navigate");
+    // At error: the failed calls only, not the one between them that worked.
+    let errors = report["log_at_error"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    for line in errors {
+        assert_eq!(line["level"], "error");
+        assert_eq!(line["data"]["event"], "failed");
+        assert_eq!(line["data"]["error"]["code"], "INVALID_ARGUMENT");
+    }
+    // A cancelled navigation ends at once (its failed line says so), and the session goes on
+    // without waiting for the page that never answers.
+    let cancelled = &report["cancelled"];
+    let line = &cancelled["log"][0]["data"];
+    assert_eq!(line["event"], "failed", "{cancelled:#}");
+    let message = line["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cancelled"), "{cancelled:#}");
+    let ended = cancelled["ended_after_ms"].as_i64().unwrap();
+    assert!(
+        ended <= 500,
+        "the cancelled call ended {ended} ms after the notification"
+    );
+    assert_eq!(cancelled["next_call_error"], false, "{cancelled:#}");
+    assert!(cancelled["next_title"].is_string(), "{cancelled:#}");
+    let next = cancelled["next_call_ms"].as_i64().unwrap();
+    assert!(
+        next < 10_000,
+        "the next call waited {next} ms for the cancelled one"
+    );
 }
 
 #[tokio::test]

@@ -11,10 +11,12 @@ import json
 import os
 import re
 import sys
+import time
 
 import jsonschema
 
-from mcp import ClientSession, StdioServerParameters
+import anyio
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
@@ -60,6 +62,77 @@ async def paging(session):
         return [int(m) for m in re.findall(r"^\[(\d+)\]", slice_["content"], re.M)]
 
     return {"truncated": first.get("truncated"), "cursor": cursor, "first": refs(first), "second": refs(second)}
+
+
+LOG = []
+
+
+async def on_log(params):
+    LOG.append({"level": params.level, "data": params.data})
+
+
+async def prompts_and_logging(session, spa_url):
+    """Prompts listed and rendered; log lines at and above the level set, and none below."""
+    report = {}
+    listed = await session.list_prompts()
+    report["prompts"] = [p.name for p in listed.prompts]
+    rendered = await session.get_prompt("check_page_errors", {"url": spa_url})
+    report["prompt_text"] = "".join(m.content.text for m in rendered.messages)
+    try:
+        await session.get_prompt("log_in_once", {"url": spa_url})
+        report["prompt_missing_argument"] = "accepted"
+    except Exception as error:  # the SDK raises McpError for a JSON-RPC error
+        report["prompt_missing_argument"] = str(error)
+    # Over streamable HTTP log lines ride the session's own stream, not the call's: wait for
+    # them. That stream keeps their order, so a line the filter should have held back would
+    # arrive before the last line awaited.
+    await session.set_logging_level("info")
+    LOG.clear()
+    await session.call_tool("browser_navigate", {"target": spa_url})
+    await log_lines(lambda: any(line["data"].get("event") == "done" for line in LOG))
+    report["log_at_info"] = list(LOG)
+    await session.set_logging_level("error")
+    LOG.clear()
+    await session.call_tool("browser_read", {"mode": "sideways"})
+    await session.call_tool("browser_tabs", {"action": "list"})
+    await session.call_tool("browser_read", {"mode": "upside-down"})
+    await log_lines(lambda: len(LOG) >= 2)
+    report["log_at_error"] = list(LOG)
+    return report
+
+
+async def log_lines(enough):
+    with anyio.move_on_after(10):
+        while not enough():
+            await anyio.sleep(0.01)
+
+
+async def cancelled_navigation(session, spa_url):
+    """A navigation to a page that never answers, cancelled by the client. The protocol has no
+    answer to a cancelled request, so the call's end shows in its log line (the level is still
+    `error`): how long after the notification it came, and whether the session's next call ran
+    at once (a call still waiting for the page would hold the session for 10 s)."""
+    origin = spa_url.rsplit("/", 1)[0]
+    request_id = session._request_id
+    LOG.clear()
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.call_tool, "browser_navigate",
+                         {"target": f"{origin}/hang", "timeout_ms": 10000})
+        await anyio.sleep(0.5)
+        cancelled_at = time.monotonic()
+        await session.send_notification(types.ClientNotification(types.CancelledNotification(
+            params=types.CancelledNotificationParams(requestId=request_id, reason="changed my mind"))))
+        with anyio.move_on_after(5):
+            while not LOG:
+                await anyio.sleep(0.01)
+        ended_after_ms = round((time.monotonic() - cancelled_at) * 1000) if LOG else None
+        # No answer comes for a cancelled request: stop waiting for one.
+        group.cancel_scope.cancel()
+    started = time.monotonic()
+    after = await session.call_tool("browser_navigate", {"target": spa_url})
+    return {"ended_after_ms": ended_after_ms, "log": list(LOG),
+            "next_call_ms": round((time.monotonic() - started) * 1000),
+            "next_call_error": after.isError, "next_title": json.loads(text_of(after)).get("title")}
 
 
 async def scenario(session, spa_url):
@@ -129,6 +202,8 @@ async def scenario(session, spa_url):
     report["handoff"] = json.loads(text_of(handoff))
     report["handoff_progress"] = progress
     report["structured"] = session.structured
+    report.update(await prompts_and_logging(session.session, spa_url))
+    report["cancelled"] = await cancelled_navigation(session.session, spa_url)
     return report
 
 
@@ -137,11 +212,11 @@ async def main():
     if transport == "stdio":
         params = StdioServerParameters(command=target, args=["mcp"], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, logging_callback=on_log) as session:
                 report = await scenario(session, spa_url)
     else:
         async with streamablehttp_client(target) as (read, write, _):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, logging_callback=on_log) as session:
                 report = await scenario(session, spa_url)
     print(json.dumps(report))
 

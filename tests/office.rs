@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use common::page_fixtures::received;
-use common::{client, fails, harness, ok, ok_at, word_f1};
+use common::{client, fails, harness, ok, ok_at, serve_document, word_f1};
 use serde_json::{Value, json};
 
 /// The generated documents and what each holds (tests/make_documents.py's truth).
@@ -52,28 +52,11 @@ fn tempfile_dir() -> std::path::PathBuf {
     dir
 }
 
-/// Stores bytes on the fixture server under `name`; the URL serves them as `mime`.
-async fn serve(name: &str, bytes: Vec<u8>, mime: &str) -> String {
-    let h = harness();
-    let response = client()
-        .post(format!("{}/docs/{name}", h.fixtures))
-        .body(bytes)
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success());
-    format!(
-        "{}/docs/{name}?type={}",
-        h.fixtures,
-        mime.replace('+', "%2B")
-    )
-}
-
 /// A generated document served as its real type.
 async fn served(name: &str) -> String {
     let g = generated();
     let mime = g.truth[name]["mime"].as_str().unwrap();
-    serve(name, g.files[name].clone(), mime).await
+    serve_document(name, g.files[name].clone(), mime).await
 }
 
 async fn read(url: &str, extra: Value) -> Value {
@@ -132,7 +115,7 @@ async fn office_documents_read_like_pages_with_words_links_and_metadata() {
     }
     // A server that says only "binary": the zip's parts name the format.
     let report = g.files["report.docx"].clone();
-    let url = serve("unnamed", report, "application/octet-stream").await;
+    let url = serve_document("unnamed", report, "application/octet-stream").await;
     let page = read(&url, json!({})).await;
     assert_eq!(page["document"]["kind"], "docx");
     // Other views of a document: its links, as a crawl follows them.
@@ -268,7 +251,7 @@ fn job(i: usize, origin: &str) -> Value {
 #[tokio::test]
 async fn selectors_read_a_thousand_listings_without_a_model() {
     let h = harness();
-    let url = serve("jobs.html", listings(1_000).into_bytes(), "text/html").await;
+    let url = serve_document("jobs.html", listings(1_000).into_bytes(), "text/html").await;
     let page = read(&url, json!({"schema": job_selectors()})).await;
     assert_eq!(page["extract"], "json");
     assert_eq!(page["data_source"], "selectors");
@@ -300,7 +283,7 @@ async fn browser_read_json_reads_listings_a_script_rendered() {
     let cards: Vec<Value> = (1..=30)
         .map(|i| json!({"id": i, "pay": 40_000 + i}))
         .collect();
-    serve(
+    serve_document(
         "cards.json",
         serde_json::to_vec(&cards).unwrap(),
         "application/json",
@@ -315,7 +298,7 @@ async fn browser_read_json_reads_listings_a_script_rendered() {
             `<span class="pay">${c.pay} EUR</span><ul class="tags"><li>remote</li><li>level ${c.id % 3}</li></ul></article>`).join('');
         }, 50));
       </script></body></html>"#;
-    let url = serve("board.html", shell.as_bytes().to_vec(), "text/html").await;
+    let url = serve_document("board.html", shell.as_bytes().to_vec(), "text/html").await;
     let session = "office-board";
     ok(
         "browser_navigate",
@@ -351,7 +334,7 @@ fn product_schema() -> Value {
 
 #[tokio::test]
 async fn a_schema_without_a_model_is_filled_from_json_ld_or_says_why_not() {
-    let url = serve("kettle.html", PRODUCT_LD.as_bytes().to_vec(), "text/html").await;
+    let url = serve_document("kettle.html", PRODUCT_LD.as_bytes().to_vec(), "text/html").await;
     let page = read(&url, json!({"schema": product_schema()})).await;
     assert_eq!(page["data_source"], "json_ld");
     assert_eq!(page["valid"], true, "{page:#}");
@@ -361,7 +344,7 @@ async fn a_schema_without_a_model_is_filled_from_json_ld_or_says_why_not() {
     );
     let bare = PRODUCT_LD.split("<script").next().unwrap().to_string()
         + "</head><body><h1>Steel kettle</h1></body></html>";
-    let url = serve("kettle-bare.html", bare.into_bytes(), "text/html").await;
+    let url = serve_document("kettle-bare.html", bare.into_bytes(), "text/html").await;
     let page = read(
         &url,
         json!({"schema": {"type": "object", "properties": {"price": {"type": "number"}}}}),
@@ -435,7 +418,7 @@ async fn a_model_answer_is_validated_and_asked_again_once() {
 
 #[tokio::test]
 async fn bad_schemas_and_selectors_name_their_field() {
-    let url = serve("jobs-small.html", listings(2).into_bytes(), "text/html").await;
+    let url = serve_document("jobs-small.html", listings(2).into_bytes(), "text/html").await;
     for (args, needle) in [
         (json!({"schema": "not an object"}), "schema"),
         (

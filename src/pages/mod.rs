@@ -608,7 +608,7 @@ fn from_markdown(markdown: String, base: &Url, kind: ExtractKind, format: TextFo
     );
     let html = format!(
         "<!doctype html><html><head><title>{}</title></head><body><main>{body}</main></body></html>",
-        htmlescape(&title)
+        crate::web::escape_html(&title)
     );
     Extracted {
         title,
@@ -640,13 +640,6 @@ pub fn markdown_links(markdown: &str, base: &Url) -> Vec<(String, String)> {
         }
     }
     links
-}
-
-/// `text` safe inside an HTML element.
-fn htmlescape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// A Markdown document's title: its first heading, else its first line.

@@ -51,8 +51,5 @@ pub fn junit_xml(report: &Report, name: &str) -> String {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::web::escape_html(text)
 }

@@ -19,6 +19,14 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::policy::UrlPolicy;
 
+/// `text` safe inside an HTML or XML element or a double-quoted attribute.
+pub fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// The shared state of browserless tools: the HTTP clients, the search backends and the model
 /// that reads pages into data when an operator set one up.
 pub struct WebService {

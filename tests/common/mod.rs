@@ -735,6 +735,23 @@ pub fn spawn_service_logged(
     (child, api, ServiceLog(log))
 }
 
+/// Stores `bytes` on the fixture server under `name`; the URL it returns serves them as `mime`.
+pub async fn serve_document(name: &str, bytes: Vec<u8>, mime: &str) -> String {
+    let h = harness();
+    let response = client()
+        .post(format!("{}/docs/{name}", h.fixtures))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    format!(
+        "{}/docs/{name}?type={}",
+        h.fixtures,
+        mime.replace('+', "%2B")
+    )
+}
+
 /// `GET /healthz` of a service.
 pub async fn health(api: &str) -> Value {
     client()

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use url::Url;
 
+use super::escape_html as escape;
 use super::extract::{self, ExtractKind, Extracted, TextFormat};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
@@ -408,14 +409,6 @@ fn table_html(rows: &[Vec<String>]) -> String {
     }
     html.push_str("</table>");
     html
-}
-
-/// `text` safe inside an HTML element or a quoted attribute.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// A whole HTML document around a body, titled.

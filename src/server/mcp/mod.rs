@@ -2,7 +2,12 @@
 //! (`/mcp`). Same tools and schemas as REST, each with its `outputSchema`; a result comes back
 //! as text and as `structuredContent`, images as image content; a failed call is
 //! `isError: true` with the error JSON as text. Each MCP connection gets a browser session of
-//! its own unless the call names one.
+//! its own unless the call names one. Beside tools: the tools' guides and a few workflows as
+//! prompts (`prompts.rs`), the calls' log lines at the level a client sets (`logging.rs`), and
+//! `notifications/cancelled` ending the call it names at once.
+
+mod logging;
+mod prompts;
 
 use std::sync::Arc;
 
@@ -11,10 +16,13 @@ use base64::Engine;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
+// Logging is deprecated by the protocol's 2026 revision; clients of the 2025 ones use it.
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -32,6 +40,8 @@ pub struct McpFront {
     app: App,
     /// The browser session calls use when they do not name one.
     session: SessionName,
+    /// The log level the client set (none: no log lines).
+    log: logging::LogLevel,
 }
 
 impl McpFront {
@@ -40,6 +50,7 @@ impl McpFront {
             app,
             // Unguessable: no other caller can name it.
             session: SessionName::new_mcp(),
+            log: logging::LogLevel::default(),
         }
     }
 
@@ -185,8 +196,14 @@ fn object(schema: &Value) -> Arc<Map<String, Value>> {
 }
 
 impl ServerHandler for McpFront {
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("webpilot", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.app.registry.prompt())
     }
@@ -204,10 +221,58 @@ impl ServerHandler for McpFront {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let result = match self.caller(&context) {
-            Ok(caller) => self.call(&request.name, request.arguments, &caller).await,
-            Err(error) => failed(&error),
+        let caller = match self.caller(&context) {
+            Ok(caller) => caller,
+            Err(error) => return Ok(failed(&error).into()),
         };
+        let (peer, name) = (&context.peer, request.name.clone());
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        self.log
+            .send(peer, logging::started(&name, &arguments))
+            .await;
+        let started = std::time::Instant::now();
+        // A cancelled call ends here: its future is dropped, which lets go of its session and
+        // tab as a REST client that hangs up does.
+        let result = tokio::select! {
+            result = self.call(&name, request.arguments, &caller) => result,
+            () = context.ct.cancelled() => failed(&ToolError::new(
+                ErrorCode::Timeout,
+                format!("{name} was cancelled by the client"),
+            ).with_hint("call again when it is wanted; the session is as the cancelled call left it")),
+        };
+        let elapsed = started.elapsed().as_millis();
+        self.log
+            .send(peer, logging::finished(&name, &result, elapsed))
+            .await;
         Ok(result.into())
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log.set(request.level);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompts::list(
+            self.app.registry.specs(),
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let specs = self.app.registry.specs();
+        prompts::get(specs, &request.name, request.arguments.as_ref()).map(Into::into)
     }
 }
