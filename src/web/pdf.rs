@@ -18,6 +18,7 @@ use pdf_oxide::object::Object;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::documents::Authorship;
 use super::extract::{ExtractKind, Extracted, TextFormat};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
@@ -25,13 +26,8 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PdfInfo {
     pub pages: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub author: Option<String>,
-    /// When it was made (RFC 3339), as the document says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    #[serde(flatten)]
+    pub made: Authorship,
     /// No page has text (a scan): the content is empty, not lost.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_text_layer: bool,
@@ -101,9 +97,11 @@ fn read_document(
     let pages = document.page_count().map_err(|e| broken(&e.to_string()))?;
     let mut info = PdfInfo {
         pages,
-        title: info_string(&document, "Title"),
-        author: info_string(&document, "Author"),
-        created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
+        made: Authorship {
+            title: info_string(&document, "Title"),
+            author: info_string(&document, "Author"),
+            created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
+        },
         no_text_layer: false,
         links: Vec::new(),
     };
@@ -122,6 +120,7 @@ fn read_document(
         }
     };
     let title = info
+        .made
         .title
         .clone()
         .or_else(|| first_heading(&content))

@@ -9,7 +9,7 @@ use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
 use super::package::Package;
-use super::{DocumentInfo, DocumentKind, Parsed, html_document};
+use super::{Authorship, DocumentInfo, DocumentKind, Parsed, html_document};
 
 /// The package file: metadata, the manifest (id → path, type) and the spine.
 #[derive(Default)]
@@ -50,14 +50,16 @@ pub(super) fn read(bytes: &[u8]) -> Result<Parsed, String> {
         return Err("its spine names no chapter the package holds".into());
     }
     let info = DocumentInfo {
-        title: opf.title,
-        author: opf.author,
-        created: opf.date,
+        made: Authorship {
+            title: opf.title,
+            author: opf.author,
+            created: opf.date,
+        },
         sections,
         ..DocumentInfo::new(DocumentKind::Epub)
     };
     Ok(Parsed {
-        html: html_document(info.title.as_deref(), &body),
+        html: html_document(info.made.title.as_deref(), &body),
         markdown: None,
         info,
         sheets: Vec::new(),

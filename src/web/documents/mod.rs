@@ -53,17 +53,24 @@ impl DocumentKind {
     }
 }
 
-/// What is known of a document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DocumentInfo {
-    pub kind: DocumentKind,
+/// Who made a document, what it calls itself and when, as it says (PDFs and the others).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Authorship {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
-    /// When it was made, as the document says.
+    /// When it was made (a PDF's as RFC 3339), as the document says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
+}
+
+/// What is known of a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentInfo {
+    pub kind: DocumentKind,
+    #[serde(flatten)]
+    pub made: Authorship,
     /// Its sheets, slides or chapters, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sections: Vec<String>,
@@ -76,9 +83,7 @@ impl DocumentInfo {
     fn new(kind: DocumentKind) -> Self {
         Self {
             kind,
-            title: None,
-            author: None,
-            created: None,
+            made: Authorship::default(),
             sections: Vec::new(),
             macros: false,
         }
@@ -227,7 +232,13 @@ impl Parsed {
             }
             _ => extract::extract(&self.html, base, kind, format),
         };
-        if let Some(title) = self.info.title.clone().filter(|t| !t.trim().is_empty()) {
+        if let Some(title) = self
+            .info
+            .made
+            .title
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+        {
             extracted.title = title;
         }
         Document {

@@ -13,7 +13,8 @@ use office_oxide::xlsx::{CellValue, XlsxDocument};
 use office_oxide::{Document, DocumentFormat, DocumentIR};
 
 use super::{
-    DocumentInfo, DocumentKind, Parsed, Sheet, html_document, sheets_html, sheets_markdown,
+    Authorship, DocumentInfo, DocumentKind, Parsed, Sheet, html_document, sheets_html,
+    sheets_markdown,
 };
 
 pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
@@ -35,9 +36,11 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
     let ir = document.to_ir();
     let metadata = &ir.metadata;
     let info = DocumentInfo {
-        title: metadata.title.clone(),
-        author: metadata.author.clone(),
-        created: metadata.created.clone(),
+        made: Authorship {
+            title: metadata.title.clone(),
+            author: metadata.author.clone(),
+            created: metadata.created.clone(),
+        },
         sections: ir
             .sections
             .iter()
@@ -52,7 +55,7 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
         Vec::new()
     };
     Ok(Parsed {
-        html: html_document(info.title.as_deref(), &ir.to_html()),
+        html: html_document(info.made.title.as_deref(), &ir.to_html()),
         markdown: Some(ir.to_markdown()),
         info,
         sheets,
@@ -100,15 +103,17 @@ fn workbook_read(workbook: &XlsxDocument) -> Parsed {
         .collect();
     let properties = workbook.core_properties.clone().unwrap_or_default();
     let info = DocumentInfo {
-        title: properties.title,
-        author: properties.creator,
-        created: properties.created,
+        made: Authorship {
+            title: properties.title,
+            author: properties.creator,
+            created: properties.created,
+        },
         sections: sheets.iter().map(|sheet| sheet.name.clone()).collect(),
         macros: workbook.has_macros,
         ..DocumentInfo::new(DocumentKind::Xlsx)
     };
     Parsed {
-        html: html_document(info.title.as_deref(), &sheets_html(&sheets)),
+        html: html_document(info.made.title.as_deref(), &sheets_html(&sheets)),
         markdown: Some(sheets_markdown(&sheets)),
         info,
         sheets,

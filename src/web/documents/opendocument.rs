@@ -32,7 +32,7 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
     info.sections = std::mem::take(&mut walker.sections);
     let body = walker.finish();
     Ok(Parsed {
-        html: html_document(info.title.as_deref(), &body),
+        html: html_document(info.made.title.as_deref(), &body),
         markdown: None,
         info,
         sheets: walker.sheets,
@@ -51,11 +51,11 @@ fn read_meta(meta: &str, info: &mut DocumentInfo) {
             Event::Text(text) => {
                 let value = Some(text.xml10_content().trim().to_string()).filter(|v| !v.is_empty());
                 match open.last().map(String::as_str) {
-                    Some("title") => info.title = info.title.take().or(value),
+                    Some("title") => info.made.title = info.made.title.take().or(value),
                     Some("initial-creator") | Some("creator") => {
-                        info.author = info.author.take().or(value)
+                        info.made.author = info.made.author.take().or(value)
                     }
-                    Some("creation-date") => info.created = info.created.take().or(value),
+                    Some("creation-date") => info.made.created = info.made.created.take().or(value),
                     _ => {}
                 }
             }
