@@ -2,7 +2,7 @@
 //! JSON Lines; exported as a zip; removed once older than `[trace] max_age_hours`.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -17,6 +17,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::SessionName;
 use crate::sync::Locked;
 use crate::tenancy::Tenant;
+use crate::web::documents::Package;
 
 /// Every session's trace.
 pub struct Traces {
@@ -271,18 +272,15 @@ impl Traces {
 }
 
 /// The steps of an exported trace (a zip holding `trace.jsonl`, or the JSON Lines themselves).
+/// A zip comes from whoever calls; its parts are read within the document reader's caps, so a
+/// small upload cannot inflate to gigabytes.
 pub fn read_steps(bytes: &[u8]) -> Result<Vec<Step>, String> {
     let text = if bytes.starts_with(b"PK") {
-        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-            .map_err(|e| format!("not a trace zip: {e}"))?;
-        let mut entry = archive
-            .by_name(TRACE_FILE)
-            .map_err(|_| format!("the zip holds no {TRACE_FILE}"))?;
-        let mut text = String::new();
-        entry
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{TRACE_FILE} is not text: {e}"))?;
-        text
+        let mut archive = Package::open(bytes).map_err(|e| format!("not a trace zip: {e}"))?;
+        if !archive.has(TRACE_FILE) {
+            return Err(format!("the zip holds no {TRACE_FILE}"));
+        }
+        archive.text(TRACE_FILE)?
     } else {
         String::from_utf8(bytes.to_vec()).map_err(|_| "the trace is not text".to_string())?
     };
@@ -297,11 +295,7 @@ pub fn read_steps(bytes: &[u8]) -> Result<Vec<Step>, String> {
 
 /// A picture of an exported trace (`shots/0004.jpg`), if it holds one.
 pub fn read_image(bytes: &[u8], name: &str) -> Option<Vec<u8>> {
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).ok()?;
-    let mut entry = archive.by_name(name).ok()?;
-    let mut image = Vec::new();
-    entry.read_to_end(&mut image).ok()?;
-    Some(image)
+    Package::open(bytes).ok()?.bytes(name).ok()
 }
 
 /// The pictures in a trace's `shots/` folder, in step order, named as in the export.
@@ -404,6 +398,19 @@ fn trace_folders(data_dir: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
     use crate::config::TraceConfig;
+
+    #[test]
+    fn an_uploaded_trace_zip_that_inflates_too_far_is_refused() {
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        zip.start_file(TRACE_FILE, deflated).unwrap();
+        zip.write_all(&vec![b'\n'; 8 * 1024 * 1024]).unwrap();
+        let bytes = zip.finish().unwrap().into_inner();
+        let error = read_steps(&bytes).unwrap_err();
+        assert!(error.contains("zip bomb"), "{error}");
+        assert!(read_image(&bytes, TRACE_FILE).is_none());
+    }
 
     fn step(tool: &str) -> Step {
         Step {

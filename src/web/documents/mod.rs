@@ -15,6 +15,8 @@ mod office;
 mod opendocument;
 mod package;
 
+pub use package::Package;
+
 use std::panic::AssertUnwindSafe;
 
 use schemars::JsonSchema;

@@ -93,14 +93,15 @@ fn holds_stream(body: &[u8], name: &str) -> bool {
     body.windows(needle.len()).any(|w| w == needle.as_slice())
 }
 
-/// A zip package being read, with what has been inflated from it so far.
-pub(super) struct Package<'a> {
+/// A zip package being read, with what has been inflated from it so far (any zip a caller
+/// hands in: documents, trace exports).
+pub struct Package<'a> {
     archive: ZipArchive<Cursor<&'a [u8]>>,
     inflated: u64,
 }
 
 impl<'a> Package<'a> {
-    pub(super) fn open(body: &'a [u8]) -> Result<Self, String> {
+    pub fn open(body: &'a [u8]) -> Result<Self, String> {
         let archive =
             ZipArchive::new(Cursor::new(body)).map_err(|e| format!("not a zip package ({e})"))?;
         if archive.len() > MAX_ENTRIES {
@@ -115,12 +116,12 @@ impl<'a> Package<'a> {
         })
     }
 
-    pub(super) fn has(&mut self, name: &str) -> bool {
+    pub fn has(&mut self, name: &str) -> bool {
         self.archive.index_for_name(name).is_some()
     }
 
     /// A part's bytes, inflated within the caps.
-    pub(super) fn bytes(&mut self, name: &str) -> Result<Vec<u8>, String> {
+    pub fn bytes(&mut self, name: &str) -> Result<Vec<u8>, String> {
         let mut part = self
             .archive
             .by_name(name)
@@ -150,7 +151,7 @@ impl<'a> Package<'a> {
     }
 
     /// A part as UTF-8 text.
-    pub(super) fn text(&mut self, name: &str) -> Result<String, String> {
+    pub fn text(&mut self, name: &str) -> Result<String, String> {
         String::from_utf8(self.bytes(name)?).map_err(|_| format!("the part {name} is not UTF-8"))
     }
 }
