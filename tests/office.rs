@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use common::page_fixtures::received;
-use common::{client, fails, harness, ok, ok_at, serve_document, word_f1};
+use common::{fails, harness, ok, ok_at, serve_document, word_f1};
 use serde_json::{Value, json};
 
 /// The generated documents and what each holds (tests/make_documents.py's truth).
@@ -23,11 +23,12 @@ struct Generated {
 fn generated() -> &'static Generated {
     static GENERATED: OnceLock<Generated> = OnceLock::new();
     GENERATED.get_or_init(|| {
-        let dir = tempfile_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/make_documents.py");
         let output = std::process::Command::new(common::python::python())
             .arg(script)
-            .arg(&dir)
+            .arg(dir)
             .output()
             .expect("python runs");
         assert!(
@@ -44,12 +45,6 @@ fn generated() -> &'static Generated {
             .collect();
         Generated { files, truth }
     })
-}
-
-fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("webpilot-office-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// A generated document served as its real type.
@@ -366,17 +361,13 @@ async fn a_model_answer_is_validated_and_asked_again_once() {
     let with_model = common::start_with(common::web_fixtures::config);
     let bare = "<!doctype html><html><head><title>Kettle</title></head><body><main><h1>Steel kettle</h1>\
         <p>Brushed steel, 1.7 litres.</p><p>Price: €1,299.00</p></main></body></html>";
-    let stored = client()
-        .post(format!("{}/docs/kettle-model.html", with_model.fixtures))
-        .body(bare)
-        .send()
-        .await
-        .unwrap();
-    assert!(stored.status().is_success());
-    let url = format!(
-        "{}/docs/kettle-model.html?type=text/html",
-        with_model.fixtures
-    );
+    let url = common::serve_document_at(
+        &with_model.fixtures,
+        "kettle-model.html",
+        bare.as_bytes().to_vec(),
+        "text/html",
+    )
+    .await;
     let page = ok_at(
         &with_model.api,
         "open_web_page",

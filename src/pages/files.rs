@@ -79,11 +79,11 @@ async fn document(
     let base = fetched.final_url.clone();
     let (document, links, data) = off_thread(fetched, "document", move || {
         let document = documents::read(&bytes, kind, text_kind(extract_kind), format, &base)?;
-        let links = with_links.then(|| extract::link_targets(&document.html, &base));
+        let links = with_links.then(|| extract::link_targets(&document.html(), &base));
         let data = request.map(|request| {
             let rows =
                 (!document.sheets.is_empty()).then(|| documents::rows_json(&document.sheets));
-            request.from_document(&document.html, &base, rows)
+            request.from_document(&document.html(), &base, rows)
         });
         Ok((document, links, data))
     })

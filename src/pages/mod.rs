@@ -203,6 +203,9 @@ struct Reading {
     format: TextFormat,
     links: bool,
     data: Option<Arc<DataRequest>>,
+    /// The configured model reads the data (a schema, no selectors): what the page publishes
+    /// is not looked for.
+    by_model: bool,
 }
 
 impl Reading {
@@ -222,7 +225,14 @@ impl Reading {
             format: options.format,
             links: options.links,
             data,
+            by_model: false,
         })
+    }
+
+    /// This reading with the configured model (if any) taking the data a schema asks for.
+    fn with_model(mut self, configured: bool) -> Self {
+        self.by_model = configured && self.data.as_ref().is_some_and(|d| d.wants_model());
+        self
     }
 
     /// An HTML document read as asked: its extraction, its links, its data. Blocking.
@@ -235,6 +245,7 @@ impl Reading {
         let data = self
             .data
             .as_ref()
+            .filter(|_| !self.by_model)
             .map(|request| request.from_html(html, base));
         (
             extract::extract(html, base, self.kind, self.format),
@@ -304,7 +315,7 @@ impl Pages {
         tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
         let (kind, format) = (options.extract, options.format);
-        let reading = Reading::new(options)?;
+        let reading = Reading::new(options)?.with_model(self.web.model.is_some());
         let mut loaded = match options.mode {
             FetchMode::Browser => {
                 release();

@@ -737,19 +737,19 @@ pub fn spawn_service_logged(
 
 /// Stores `bytes` on the fixture server under `name`; the URL it returns serves them as `mime`.
 pub async fn serve_document(name: &str, bytes: Vec<u8>, mime: &str) -> String {
-    let h = harness();
+    serve_document_at(&harness().fixtures, name, bytes, mime).await
+}
+
+/// `serve_document` on the fixture server at `fixtures` (another harness's).
+pub async fn serve_document_at(fixtures: &str, name: &str, bytes: Vec<u8>, mime: &str) -> String {
     let response = client()
-        .post(format!("{}/docs/{name}", h.fixtures))
+        .post(format!("{fixtures}/docs/{name}"))
         .body(bytes)
         .send()
         .await
         .unwrap();
     assert!(response.status().is_success());
-    format!(
-        "{}/docs/{name}?type={}",
-        h.fixtures,
-        mime.replace('+', "%2B")
-    )
+    format!("{fixtures}/docs/{name}?type={}", mime.replace('+', "%2B"))
 }
 
 /// `GET /healthz` of a service.

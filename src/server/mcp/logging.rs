@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolResult, LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{Peer, RoleServer};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::sync::Locked;
 
@@ -50,11 +50,13 @@ fn rank(level: LoggingLevel) -> u8 {
     }
 }
 
-/// The line a call starts with.
-pub fn started(tool: &str, arguments: &Value) -> Vec<(LoggingLevel, Value)> {
+/// The line a call starts with: the names of its arguments, never their values (a typed
+/// password, a cookie file's content).
+pub fn started(tool: &str, arguments: Option<&Map<String, Value>>) -> Vec<(LoggingLevel, Value)> {
+    let names: Vec<&String> = arguments.into_iter().flat_map(|a| a.keys()).collect();
     vec![(
         LoggingLevel::Debug,
-        json!({"tool": tool, "event": "started", "arguments": arguments}),
+        json!({"tool": tool, "event": "started", "arguments": names}),
     )]
 }
 

@@ -226,10 +226,8 @@ impl ServerHandler for McpFront {
             Err(error) => return Ok(failed(&error).into()),
         };
         let (peer, name) = (&context.peer, request.name.clone());
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        self.log
-            .send(peer, logging::started(&name, &arguments))
-            .await;
+        let started_line = logging::started(&name, request.arguments.as_ref());
+        self.log.send(peer, started_line).await;
         let started = std::time::Instant::now();
         // A cancelled call ends here: its future is dropped, which lets go of its session and
         // tab as a REST client that hangs up does.

@@ -207,7 +207,7 @@ fn value(item: &Selection, field: &Field, base: &Url) -> Value {
 /// One element's text (whitespace collapsed) or attribute (absolute for URL attributes).
 fn read(element: &Selection, attr: Option<&str>, base: &Url) -> Option<String> {
     match attr {
-        None => Some(super::super::extract::normalize_whitespace(&element.text())),
+        None => Some(crate::web::extract::normalize_whitespace(&element.text())),
         Some(name) => {
             let value = element.attr(name)?.to_string();
             if URL_ATTRIBUTES.contains(&name.to_ascii_lowercase().as_str()) {

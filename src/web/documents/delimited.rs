@@ -3,9 +3,7 @@
 //! sniffed from the first records (the one that splits them into the same number of fields,
 //! most of them), quoted fields as RFC 4180 has them, with the `csv` crate.
 
-use super::{
-    DocumentInfo, DocumentKind, Parsed, Sheet, html_document, sheets_html, sheets_markdown,
-};
+use super::{DocumentInfo, DocumentKind, Parsed, Sheet, sheets_markdown};
 use crate::web::charset;
 
 /// How many records the delimiter is judged on.
@@ -24,7 +22,7 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
     };
     let sheets = std::slice::from_ref(&sheet);
     Ok(Parsed {
-        html: html_document(None, &sheets_html(sheets)),
+        html: None,
         markdown: Some(sheets_markdown(sheets)),
         info: DocumentInfo::new(kind),
         sheets: vec![sheet],

@@ -59,7 +59,7 @@ pub(super) fn read(bytes: &[u8]) -> Result<Parsed, String> {
         ..DocumentInfo::new(DocumentKind::Epub)
     };
     Ok(Parsed {
-        html: html_document(info.made.title.as_deref(), &body),
+        html: Some(html_document(info.made.title.as_deref(), &body)),
         markdown: None,
         info,
         sheets: Vec::new(),

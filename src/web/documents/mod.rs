@@ -17,6 +17,7 @@ mod package;
 
 pub use package::Package;
 
+use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 
 use schemars::JsonSchema;
@@ -99,13 +100,30 @@ pub struct Sheet {
     pub rows: Vec<Vec<String>>,
 }
 
-/// A document read: its content as asked for, its HTML (for its links), what is known of it,
-/// and its sheets' cells.
+/// A document read: its content as asked for, what is known of it, and its sheets' cells.
 pub struct Document {
     pub extracted: Extracted,
-    pub html: String,
+    html: Option<String>,
     pub info: DocumentInfo,
     pub sheets: Vec<Sheet>,
+}
+
+impl Document {
+    /// Its HTML (for its links, or selectors): a workbook's is written only when asked for.
+    pub fn html(&self) -> Cow<'_, str> {
+        html_of(self.html.as_deref(), &self.info, &self.sheets)
+    }
+}
+
+/// A document's HTML: the reader's, or its sheets' tables.
+fn html_of<'a>(html: Option<&'a str>, info: &DocumentInfo, sheets: &[Sheet]) -> Cow<'a, str> {
+    match html {
+        Some(html) => Cow::Borrowed(html),
+        None => Cow::Owned(html_document(
+            info.made.title.as_deref(),
+            &sheets_html(sheets),
+        )),
+    }
 }
 
 /// What a body is, if it is a document read here: by its media type, by the signature and parts
@@ -210,10 +228,10 @@ fn read_kind(
     Ok(parsed.render(extract_kind, format, base))
 }
 
-/// What a reader makes of a file: its HTML (or, where the reader writes it better, its
-/// Markdown), what is known of it, its sheets.
+/// What a reader makes of a file: its HTML (none for a table: made from its sheets when a view
+/// needs it), its Markdown where the reader writes it better, what is known of it, its sheets.
 struct Parsed {
-    html: String,
+    html: Option<String>,
     markdown: Option<String>,
     info: DocumentInfo,
     sheets: Vec<Sheet>,
@@ -232,7 +250,10 @@ impl Parsed {
                     ..Extracted::default()
                 }
             }
-            _ => extract::extract(&self.html, base, kind, format),
+            _ => {
+                let html = html_of(self.html.as_deref(), &self.info, &self.sheets);
+                extract::extract(&html, base, kind, format)
+            }
         };
         if let Some(title) = self
             .info
@@ -345,6 +366,7 @@ fn cell_value(cell: &str) -> Value {
     }
 }
 
+/// A number as a spreadsheet shows it unformatted: integers without a fraction.
 fn number_text(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {
         format!("{}", n as i64)

@@ -13,7 +13,7 @@ use office_oxide::xlsx::{CellValue, XlsxDocument};
 use office_oxide::{Document, DocumentFormat, DocumentIR};
 
 use super::{
-    Authorship, DocumentInfo, DocumentKind, Parsed, Sheet, html_document, sheets_html,
+    Authorship, DocumentInfo, DocumentKind, Parsed, Sheet, html_document, number_text,
     sheets_markdown,
 };
 
@@ -55,7 +55,7 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
         Vec::new()
     };
     Ok(Parsed {
-        html: html_document(info.made.title.as_deref(), &ir.to_html()),
+        html: Some(html_document(info.made.title.as_deref(), &ir.to_html())),
         markdown: Some(ir.to_markdown()),
         info,
         sheets,
@@ -113,19 +113,10 @@ fn workbook_read(workbook: &XlsxDocument) -> Parsed {
         ..DocumentInfo::new(DocumentKind::Xlsx)
     };
     Parsed {
-        html: html_document(info.made.title.as_deref(), &sheets_html(&sheets)),
+        html: None,
         markdown: Some(sheets_markdown(&sheets)),
         info,
         sheets,
-    }
-}
-
-/// A number as a spreadsheet shows it unformatted: integers without a fraction.
-fn number_text(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
     }
 }
 

@@ -32,7 +32,7 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
     info.sections = std::mem::take(&mut walker.sections);
     let body = walker.finish();
     Ok(Parsed {
-        html: html_document(info.made.title.as_deref(), &body),
+        html: Some(html_document(info.made.title.as_deref(), &body)),
         markdown: None,
         info,
         sheets: walker.sheets,
