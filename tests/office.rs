@@ -312,6 +312,93 @@ async fn browser_read_json_reads_listings_a_script_rendered() {
     assert!(received().contains(&("/docs".to_string(), "cards.json".to_string())));
 }
 
+#[tokio::test]
+async fn downloads_read_like_pages_as_text_and_rows() {
+    let g = generated();
+    let prices = served("prices.xlsx").await;
+    let report = served("report.docx").await;
+    let page =
+        format!(r#"<!doctype html><title>Exports</title><a href="{prices}">Export prices</a>"#);
+    let url = serve_document("exports.html", page.into_bytes(), "text/html").await;
+    let s = "office-downloads";
+    ok("browser_navigate", json!({"session": s, "target": url})).await;
+    let lines = common::element_lines(s).await;
+    let clicked = ok(
+        "browser_interact",
+        json!({"session": s, "action": "click", "ref": common::ref_of(&lines, "Export prices")}),
+    )
+    .await;
+    assert_eq!(
+        clicked["downloads"][0]["file"], "prices.xlsx",
+        "{clicked:#}"
+    );
+    // A click's download is read as soon as it is asked for, finished or not yet.
+    let rows = ok(
+        "browser_read",
+        json!({"session": s, "file": "prices.xlsx", "mode": "json"}),
+    )
+    .await;
+    assert_eq!(rows["data_source"], "sheet", "{rows:#}");
+    assert_eq!(
+        rows["data"][0]["rows"][0],
+        json!({"item": "kettle", "price": 24.5, "qty": 2, "total": 49})
+    );
+    assert_eq!(rows["document"]["kind"], "xlsx");
+
+    // A download by URL reads as Markdown, paged like a page.
+    ok(
+        "browser_interact",
+        json!({"session": s, "action": "download", "url": report, "filename": "report.docx"}),
+    )
+    .await;
+    let mut markdown = String::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let slice = ok(
+            "browser_read",
+            json!({"session": s, "file": "report.docx", "max_tokens": 60, "cursor": cursor}),
+        )
+        .await;
+        assert_eq!(slice["mode"], "markdown");
+        markdown.push_str(slice["content"].as_str().unwrap());
+        match slice["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let truth = g.truth["report.docx"]["words"].as_str().unwrap();
+    let f1 = word_f1(truth, &without_link_targets(&markdown));
+    assert!(f1 >= 0.98, "word F1 {f1:.3}\n{markdown}");
+
+    // Names, not paths; an unknown name lists what there is.
+    let outside = fails(
+        "browser_read",
+        json!({"session": s, "file": "../office-board/x.csv"}),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    assert!(
+        outside["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a path")
+    );
+    let missing = fails(
+        "browser_read",
+        json!({"session": s, "file": "nothing.xlsx"}),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+    let hint = missing["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("prices.xlsx, report.docx"), "{hint}");
+    fails(
+        "browser_read",
+        json!({"session": s, "file": "prices.xlsx", "mode": "elements"}),
+        "INVALID_ARGUMENT",
+    )
+    .await;
+}
+
 const PRODUCT_LD: &str = r#"<!doctype html><html><head><title>Steel kettle | Shop</title>
   <meta property="og:title" content="Steel kettle">
   <script type="application/ld+json">{"@context": "https://schema.org", "@graph": [

@@ -473,11 +473,19 @@ impl Tab {
     /// Downloads started from this tab since the last call.
     pub(crate) fn take_downloads(&self) -> Vec<super::pool::Download> {
         let main_frame = self.page.target_id().inner().clone();
-        let mut all = self.browser.downloads.locked();
-        let (mine, others): (Vec<_>, Vec<_>) =
-            all.drain(..).partition(|d| d.frame_id == main_frame);
-        *all = others;
+        let mut log = self.browser.downloads.locked();
+        let (mine, others): (Vec<_>, Vec<_>) = log
+            .unreported
+            .drain(..)
+            .partition(|d| d.frame_id == main_frame);
+        log.unreported = others;
         mine
+    }
+
+    /// Whether the browser is still writing a download it names `file`.
+    pub fn downloading(&self, file: &str) -> bool {
+        let log = self.browser.downloads.locked();
+        log.in_flight.values().any(|name| name == file)
     }
 
     /// Decides how the next JS dialog of this tab is answered.

@@ -2,9 +2,12 @@
 //! like pages on the blocking pool within a time cap: the parsers cannot be stopped, so past
 //! `READ_LIMIT` the caller gets an answer and the thread finishes alone.
 
+use std::path::Path;
 use std::time::Duration;
 
-use super::Reading;
+use url::Url;
+
+use super::{Page, PageOptions, Pages, Reading, paging};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::web::client::Fetched;
 use crate::web::data::DataRead;
@@ -23,6 +26,74 @@ pub(super) struct FileRead {
     pub document: Option<DocumentInfo>,
     pub data: Option<DataRead>,
     pub links: Vec<(String, String)>,
+}
+
+impl Pages {
+    /// A file saved on this machine (a session's download) read like a fetched page: by its
+    /// signature and name, at most `[files] max_bytes` of it, from `cursor` on.
+    pub async fn read_file(
+        &self,
+        path: &Path,
+        options: &PageOptions,
+        cursor: Option<&str>,
+    ) -> ToolResult<Page> {
+        let budget = paging::budget(options.max_tokens)?;
+        let reading = Reading::new(options)?.with_model(self.web.model.is_some());
+        let url = Url::from_file_path(path).map_err(|()| {
+            ToolError::internal(format!("{} is not an absolute path", path.display()))
+        })?;
+        let body = read_capped(path, self.config.files.max_bytes).await?;
+        let fetched = Fetched {
+            final_url: url.clone(),
+            status: 200,
+            content_type: None,
+            content_signal: None,
+            etag: None,
+            last_modified: None,
+            body,
+            truncated: false,
+        };
+        // Without escalation the reader never asks for a browser.
+        let mut loaded = super::from_http(fetched, &reading, false)
+            .await?
+            .map_err(ToolError::internal)?;
+        loaded.status = None;
+        self.finish(&url, loaded, &reading, budget, cursor).await
+    }
+}
+
+impl Page {
+    /// What `extract=json` read, whole again.
+    pub fn data_read(&self) -> Option<DataRead> {
+        Some(DataRead {
+            data: self.data.clone().unwrap_or_default(),
+            source: self.data_source?,
+            valid: self.valid,
+            errors: self.data_errors.clone(),
+            llm_tokens: self.llm_tokens,
+        })
+    }
+}
+
+/// A file's bytes, refused past `max_bytes`.
+async fn read_capped(path: &Path, max_bytes: u64) -> ToolResult<Vec<u8>> {
+    let size = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| ToolError::invalid(format!("{}: {e}", path.display())))?
+        .len();
+    if size > max_bytes {
+        return Err(ToolError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "{} holds {size} bytes, more than the {max_bytes} a file read takes",
+                path.display()
+            ),
+        )
+        .with_hint("raise [files] max_bytes to read it"));
+    }
+    tokio::fs::read(path)
+        .await
+        .map_err(|e| ToolError::internal(format!("reading {}: {e}", path.display())))
 }
 
 /// A fetched file read, when the response is one: a PDF, or a document `documents` reads.
@@ -124,7 +195,7 @@ async fn off_thread<T: Send + 'static>(
                     READ_LIMIT.as_secs()
                 ),
             )
-            .with_hint("download it with browser_interact action=download instead")
+            .with_hint("download it with browser_interact action=download, then read it with browser_read file=<its name>")
         })?
         .map_err(|e| ToolError::internal(format!("{what} reading failed: {e}")))?;
     match read {
@@ -136,7 +207,7 @@ async fn off_thread<T: Send + 'static>(
                 fetched.body.len()
             ),
         )
-        .with_hint("download it with browser_interact action=download (larger cap), or raise fetch.max_bytes")),
+        .with_hint("download it with browser_interact action=download (larger cap) and read it with browser_read file=<its name>, or raise fetch.max_bytes")),
         read => read,
     }
 }

@@ -314,9 +314,8 @@ impl Pages {
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
-        let (kind, format) = (options.extract, options.format);
         let reading = Reading::new(options)?.with_model(self.web.model.is_some());
-        let mut loaded = match options.mode {
+        let loaded = match options.mode {
             FetchMode::Browser => {
                 release();
                 self.render(tenant, &url, &reading, None).await?
@@ -345,6 +344,19 @@ impl Pages {
                 }
             }
         };
+        self.finish(&url, loaded, &reading, budget, cursor).await
+    }
+
+    /// A page loaded, made what was asked: its data (the model reading it when a schema asks)
+    /// or one slice of its text from `cursor` on (a spreadsheet's rows are sliced whole).
+    async fn finish(
+        &self,
+        url: &Url,
+        mut loaded: Loaded,
+        reading: &Reading,
+        budget: usize,
+        cursor: Option<&str>,
+    ) -> ToolResult<Page> {
         if let Some(request) = &reading.data {
             self.with_model(request, &mut loaded).await;
             loaded.extracted.content.clear();
@@ -361,7 +373,7 @@ impl Pages {
             slice.truncated = next.is_some();
             slice.next_cursor = next;
         }
-        Ok(page(&url, loaded, slice, kind, format))
+        Ok(page(url, loaded, slice, reading.kind, reading.format))
     }
 
     /// `extract=json` with a schema and no selectors: the configured model reads the page's

@@ -29,7 +29,7 @@ pub struct CookiesArgs {
     pub name: Option<String>,
     /// Account label.
     pub account: Option<String>,
-    /// list: cookies for this URL.
+    /// list: for this URL.
     pub url: Option<String>,
     /// list/clear: this domain only.
     pub domain: Option<String>,

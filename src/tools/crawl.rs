@@ -52,7 +52,7 @@ pub struct CrawlBatchArgs {
     /// tool list's size): an integration's option, documented in docs/tools.md.
     #[schemars(skip)]
     pub webhook_pages: Option<bool>,
-    /// Follow links: depth (default 1); map lists URLs only.
+    /// Links: depth (default 1); map: URLs only.
     pub follow: Option<Follow>,
 }
 

@@ -38,7 +38,7 @@ pub struct OpenWebPageArgs {
     #[schemars(range(min = 1))]
     pub max_tokens: Option<usize>,
     pub cursor: Option<String>,
-    /// Page text in marked blocks.
+    /// Mark page text.
     pub boundaries: Option<bool>,
 }
 

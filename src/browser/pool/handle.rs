@@ -24,7 +24,7 @@ pub struct BrowserHandle {
     pub(super) _profile_dir: Option<tempfile::TempDir>,
     pub(crate) cdp_timeout: Duration,
     /// Downloads of every session, appended by the download watcher, taken by tabs.
-    pub(crate) downloads: Arc<std::sync::Mutex<Vec<Download>>>,
+    pub(crate) downloads: Arc<std::sync::Mutex<DownloadLog>>,
     /// Follows `Browser.downloadWillBegin/Progress`; aborted on drop.
     pub(super) download_task: JoinHandle<()>,
     /// Which documents tabs may load.

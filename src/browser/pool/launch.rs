@@ -192,7 +192,7 @@ pub(super) async fn drive_handler(
 /// Records downloads as the browser reports them (begin, then progress until done).
 pub(super) async fn watch_downloads(
     browser: &Browser,
-    downloads: Arc<std::sync::Mutex<Vec<Download>>>,
+    downloads: Arc<std::sync::Mutex<DownloadLog>>,
     limit: Duration,
 ) -> JoinHandle<()> {
     let begun =
@@ -207,16 +207,25 @@ pub(super) async fn watch_downloads(
         let lock = || downloads.locked();
         loop {
             tokio::select! {
-                Some(event) = begun.next() => lock().push(Download {
-                    url: event.url.clone(),
-                    file: event.suggested_filename.clone(),
-                    state: "in_progress".into(),
-                    frame_id: event.frame_id.inner().clone(),
-                    guid: event.guid.clone(),
-                }),
+                Some(event) = begun.next() => {
+                    let mut log = lock();
+                    log.in_flight.insert(event.guid.clone(), event.suggested_filename.clone());
+                    log.unreported.push(Download {
+                        url: event.url.clone(),
+                        file: event.suggested_filename.clone(),
+                        state: "in_progress".into(),
+                        frame_id: event.frame_id.inner().clone(),
+                        guid: event.guid.clone(),
+                    });
+                }
                 Some(event) = progress.next() => {
-                    if let Some(download) = lock().iter_mut().find(|d| d.guid == event.guid) {
-                        download.state = event.state.as_ref().to_ascii_lowercase().replace("inprogress", "in_progress");
+                    let state = event.state.as_ref().to_ascii_lowercase().replace("inprogress", "in_progress");
+                    let mut log = lock();
+                    if state != "in_progress" {
+                        log.in_flight.remove(&event.guid);
+                    }
+                    if let Some(download) = log.unreported.iter_mut().find(|d| d.guid == event.guid) {
+                        download.state = state;
                     }
                 }
                 else => break,

@@ -130,6 +130,15 @@ pub struct Download {
     guid: String,
 }
 
+/// What the browser downloads: what tabs have not reported yet, and what is being written.
+#[derive(Debug, Default)]
+pub(crate) struct DownloadLog {
+    /// Started, not yet taken by the tab they started in.
+    pub(crate) unreported: Vec<Download>,
+    /// The file names of downloads still being written, by guid.
+    pub(crate) in_flight: std::collections::HashMap<String, String>,
+}
+
 impl BrowserPool {
     pub fn new(config: Arc<Config>, policy: UrlPolicy) -> Self {
         // An invalid proxy is refused at start, by the web client built beside the pool.
@@ -376,7 +385,7 @@ impl BrowserPool {
         let handler_task = tokio::spawn(drive_handler(handler, alive_tx.clone()));
         let watchdog_task =
             tokio::spawn(watchdog(pid, browser.websocket_address().clone(), alive_tx));
-        let downloads = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let downloads = Arc::new(std::sync::Mutex::new(DownloadLog::default()));
         let download_task = watch_downloads(&browser, downloads.clone(), cdp_timeout).await;
         tracing::info!(generation, ?pid, "browser ready");
         Ok(BrowserHandle {

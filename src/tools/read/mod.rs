@@ -3,6 +3,7 @@
 //! within a token budget.
 
 mod data;
+mod file;
 mod observe;
 mod untrusted;
 
@@ -32,6 +33,8 @@ mode=network lists the tab's requests (`[r12] 500 POST url fetch 3.1 KB 212 ms`;
 status 4xx|5xx|failed|404, type, since=last_action for what the last action caused); \
 request=r12 gives one whole (headers, bodies; the response body is the content); data=true the \
 JSON the page fetched. mode=console lists console messages and page errors (level=error). \
+file=<a download's name> reads a file the session saved (PDF, Word, Excel, PowerPoint, \
+OpenDocument, CSV, EPUB, HTML) as markdown, text or json (a sheet's rows by header). \
 Long output is paged: pass next_cursor back as cursor.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -61,7 +64,7 @@ pub struct ReadArgs {
     pub kind: Option<String>,
     /// console: this level and up.
     pub level: Option<Level>,
-    /// elements: last; network/console: last_action, r12, c4.
+    /// elements: last; else last_action, r12, c4.
     pub since: Option<String>,
     /// network: one request (r12).
     pub request: Option<String>,
@@ -70,8 +73,10 @@ pub struct ReadArgs {
     /// JSON Schema or {base, fields}.
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub schema: Option<serde_json::Value>,
-    /// Page text in marked blocks.
+    /// Mark page text.
     pub boundaries: Option<bool>,
+    /// A download to read.
+    pub file: Option<String>,
     pub tab: Option<String>,
     pub session: Option<SessionField>,
 }
@@ -134,6 +139,15 @@ pub struct ReadOutput {
     /// json: the data read, where from, and the schema's verdict.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     data: Option<crate::web::data::DataRead>,
+    /// file: its title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    /// file: a PDF's pages and metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pdf: Option<crate::web::pdf::PdfInfo>,
+    /// file: a document's kind, metadata and parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    document: Option<crate::web::documents::DocumentInfo>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -160,6 +174,9 @@ impl ReadOutput {
             hidden_text_dropped: None,
             warnings: Vec::new(),
             data: None,
+            title: None,
+            pdf: None,
+            document: None,
         }
     }
 
@@ -226,9 +243,12 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page (elements with refs, markdown, text, find, json…) or its network and console; paged.";
+    const DESCRIPTION: &'static str = "Read the page (elements with refs, markdown, find, json…), its network, console or a download; paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
+        if let Some(name) = args.file.as_deref() {
+            return file::read(call, &args, name).await;
+        }
         let mode = args.mode.unwrap_or_default();
         let ctx = call.ctx;
         let part = part(&args)?;
