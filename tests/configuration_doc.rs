@@ -124,6 +124,7 @@ fn every_setting_of_the_file_is_described() {
                         deny: vec!["evaluate".into()],
                         confirm: vec!["download".into()],
                     },
+                    llm: Some(webpilot::config::LlmConfig::default()),
                 };
                 let entry = serde_json::to_value(entry).unwrap();
                 assert_described(&generated, "### `[[keys]]`", keys(&entry));

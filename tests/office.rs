@@ -495,6 +495,67 @@ async fn a_model_answer_is_validated_and_asked_again_once() {
 }
 
 #[tokio::test]
+async fn a_model_reading_a_tab_answers_links_by_ref() {
+    let with_model = common::start_with(common::web_fixtures::config);
+    let page = "<!doctype html><title>Careers</title><main><h1>Open roles</h1>\
+        <p>We are hiring a Rust engineer in Berlin.</p>\
+        <a href=\"/jobs/1\">Apply for Rust engineer</a> <a href=\"/jobs/2\">Apply for Designer</a></main>";
+    let url = common::serve_document_at(
+        &with_model.fixtures,
+        "careers.html",
+        page.as_bytes().to_vec(),
+        "text/html",
+    )
+    .await;
+    let s = "office-model-refs";
+    ok_at(
+        &with_model.api,
+        "browser_navigate",
+        json!({"session": s, "target": url}),
+    )
+    .await;
+    let schema = json!({"type": "object", "required": ["title", "apply"], "properties": {
+        "title": {"type": "string"}, "apply": {"type": "integer"}}});
+    let read = ok_at(
+        &with_model.api,
+        "browser_read",
+        json!({"session": s, "mode": "json", "schema": schema}),
+    )
+    .await;
+    assert_eq!(read["data_source"], "model", "{read:#}");
+    assert_eq!(read["valid"], true, "{read:#}");
+    // The ref the model chose from the list it was sent is the link the page shows.
+    let apply = read["data"]["apply"].as_u64().expect("a ref");
+    let clicked = ok_at(
+        &with_model.api,
+        "browser_interact",
+        json!({"session": s, "action": "click", "ref": apply}),
+    )
+    .await;
+    assert!(
+        clicked["url"].as_str().unwrap().ends_with("/jobs/1"),
+        "{clicked:#}"
+    );
+    // The page's text went inside <page>, the elements as their own block after it.
+    let requests = common::web_fixtures::EXTRACTIONS.lock().unwrap().clone();
+    let asked = requests
+        .iter()
+        .filter_map(|r| r["messages"][1]["content"].as_str())
+        .find(|c| c.contains("Open roles"))
+        .unwrap()
+        .to_string();
+    let (text, elements) = asked.split_once("<elements>").unwrap();
+    assert!(
+        text.contains("<page>") && text.contains("Rust engineer in Berlin"),
+        "{asked}"
+    );
+    assert!(
+        elements.contains(&format!("[{apply}] link \"Apply for Rust engineer\"")),
+        "{asked}"
+    );
+}
+
+#[tokio::test]
 async fn bad_schemas_and_selectors_name_their_field() {
     let url = serve_document("jobs-small.html", listings(2).into_bytes(), "text/html").await;
     for (args, needle) in [

@@ -19,6 +19,8 @@ const ALICE: &str = "alice-key-5d1f0c9a7e3b2468";
 const BOB: &str = "bob-key-8c2e4a6f1b3d5790";
 /// A tenant with a session quota of one and a call rate, used by one test only.
 const CAROL: &str = "carol-key-3f7a9c1e5b2d4680";
+/// Bob's key to his own model server.
+const BOB_MODEL_KEY: &str = "bob-model-key-71c3";
 /// The operator's token (`--token`), beside the tenants' keys.
 const OPERATOR: &str = "operator-token-6e4c2a0f8d1b3957";
 
@@ -33,22 +35,34 @@ fn key(tenant: &str, key: &str) -> KeyEntry {
 fn service() -> &'static Harness {
     static SERVICE: OnceLock<Harness> = OnceLock::new();
     SERVICE.get_or_init(|| {
-        let mut config = common::loopback_config();
-        // `*.localhost` names resolve to both loopback addresses.
-        config.fetch.allow.push("::1".into());
-        config.fetch.deny_domains = vec!["*.operator-denied.localhost".into()];
-        let alice = KeyEntry {
-            deny_domains: vec!["*.denied.localhost".into(), "localhost".into()],
-            ..key("alice", ALICE)
-        };
-        let carol = KeyEntry {
-            max_sessions: Some(1),
-            rate: HashMap::from([("crawl_status".to_string(), "2/min".to_string())]),
-            ..key("carol", CAROL)
-        };
-        config.keys = vec![alice, key("bob", BOB), carol];
-        config.token = Some(OPERATOR.into());
-        common::start(config)
+        common::start_with(|fixtures| {
+            let mut config = common::loopback_config();
+            // `*.localhost` names resolve to both loopback addresses.
+            config.fetch.allow.push("::1".into());
+            config.fetch.deny_domains = vec!["*.operator-denied.localhost".into()];
+            let alice = KeyEntry {
+                deny_domains: vec!["*.denied.localhost".into(), "localhost".into()],
+                ..key("alice", ALICE)
+            };
+            let carol = KeyEntry {
+                max_sessions: Some(1),
+                rate: HashMap::from([("crawl_status".to_string(), "2/min".to_string())]),
+                ..key("carol", CAROL)
+            };
+            // Bob's pages are read into data by a model of his own; the operator has none.
+            let bob = KeyEntry {
+                llm: Some(webpilot::config::LlmConfig {
+                    base_url: format!("{fixtures}/v1"),
+                    api_key: Some(BOB_MODEL_KEY.into()),
+                    model: "scripted".into(),
+                    ..Default::default()
+                }),
+                ..key("bob", BOB)
+            };
+            config.keys = vec![alice, bob, carol];
+            config.token = Some(OPERATOR.into());
+            config
+        })
     })
 }
 
@@ -686,5 +700,49 @@ async fn warm_render_contexts_stay_with_their_tenant() {
     assert!(
         refused.iter().any(|t| t.starts_with("localhost:")),
         "Alice's render reached a site her keys deny: {alice:#}"
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_reads_pages_into_data_with_its_own_model() {
+    let page = "<!doctype html><title>Kettle</title><main><h1>Steel kettle</h1>\
+        <p>Price: €1,299.00</p></main>";
+    let url = common::serve_document_at(
+        &service().fixtures,
+        "tenant-kettle.html",
+        page.as_bytes().to_vec(),
+        "text/html",
+    )
+    .await;
+    let schema = json!({"type": "object", "required": ["name", "price"], "properties": {
+        "name": {"type": "string"}, "price": {"type": "number"}, "currency": {"type": "string"}}});
+    let args = json!({"url": url, "mode": "http", "schema": schema});
+    let (status, bob) = call_as(BOB, "open_web_page", args.clone()).await;
+    assert_eq!(status, 200, "{bob:#}");
+    assert_eq!(bob["data_source"], "model", "{bob:#}");
+    assert_eq!(bob["data"]["name"], "Steel kettle");
+    // The model server saw Bob's key to it.
+    let requests = common::web_fixtures::EXTRACTIONS.lock().unwrap().clone();
+    let bobs = requests
+        .iter()
+        .find(|r| r.to_string().contains("tenant-kettle"))
+        .expect("the model was asked");
+    assert_eq!(bobs["authorization"], format!("Bearer {BOB_MODEL_KEY}"));
+    // Alice has no model of her own and the operator none: she is told how to get one.
+    let (status, alice) = call_as(ALICE, "open_web_page", args).await;
+    assert_eq!(status, 200, "{alice:#}");
+    assert_ne!(alice["data_source"], "model", "{alice:#}");
+    assert_eq!(alice["valid"], false, "{alice:#}");
+    let asked = common::web_fixtures::EXTRACTIONS.lock().unwrap().clone();
+    let kettles = asked
+        .iter()
+        .filter(|r| r.to_string().contains("tenant-kettle"))
+        .count();
+    assert_eq!(
+        kettles,
+        requests
+            .iter()
+            .filter(|r| r.to_string().contains("tenant-kettle"))
+            .count()
     );
 }

@@ -193,6 +193,10 @@ pub struct KeyEntry {
     /// `[actions]`.
     #[serde(default, skip_serializing_if = "ActionsConfig::is_empty")]
     pub actions: ActionsConfig,
+    /// The model this tenant's pages are read into data by (`extract: json` with a schema),
+    /// instead of `[llm]`'s: its own key, or its own server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmConfig>,
 }
 
 /// The keys file: `[[keys]]` entries only.

@@ -9,6 +9,7 @@ use url::Url;
 
 use super::{Page, PageOptions, Pages, Reading, paging};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::tenancy::Tenant;
 use crate::web::client::Fetched;
 use crate::web::data::DataRead;
 use crate::web::documents::{self, DocumentInfo, DocumentKind};
@@ -30,15 +31,17 @@ pub(super) struct FileRead {
 
 impl Pages {
     /// A file saved on this machine (a session's download) read like a fetched page: by its
-    /// signature and name, at most `[files] max_bytes` of it, from `cursor` on.
+    /// signature and name, at most `[files] max_bytes` of it, from `cursor` on, for `tenant` (whose
+    /// model reads its data).
     pub async fn read_file(
         &self,
+        tenant: &Tenant,
         path: &Path,
         options: &PageOptions,
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
         let budget = paging::budget(options.max_tokens)?;
-        let reading = Reading::new(options)?.with_model(self.web.model.is_some());
+        let reading = Reading::new(options)?.with_model(self.web.model_for(tenant));
         let url = Url::from_file_path(path).map_err(|()| {
             ToolError::internal(format!("{} is not an absolute path", path.display()))
         })?;

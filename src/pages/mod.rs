@@ -25,6 +25,7 @@ use crate::web::client::Fetched;
 use crate::web::data::{DataRead, DataRequest, DataSource};
 use crate::web::documents::DocumentInfo;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
+use crate::web::llm::LlmClient;
 use crate::web::pdf::PdfInfo;
 use crate::web::{WebService, shell};
 use paging::slice_text;
@@ -203,9 +204,9 @@ struct Reading {
     format: TextFormat,
     links: bool,
     data: Option<Arc<DataRequest>>,
-    /// The configured model reads the data (a schema, no selectors): what the page publishes
-    /// is not looked for.
-    by_model: bool,
+    /// The model that reads the data (a schema, no selectors), when there is one: what the
+    /// page publishes is not looked for then.
+    model: Option<Arc<LlmClient>>,
 }
 
 impl Reading {
@@ -225,13 +226,14 @@ impl Reading {
             format: options.format,
             links: options.links,
             data,
-            by_model: false,
+            model: None,
         })
     }
 
-    /// This reading with the configured model (if any) taking the data a schema asks for.
-    fn with_model(mut self, configured: bool) -> Self {
-        self.by_model = configured && self.data.as_ref().is_some_and(|d| d.wants_model());
+    /// This reading with the caller's model (if any) taking the data a schema asks for.
+    fn with_model(mut self, model: Option<Arc<LlmClient>>) -> Self {
+        let wanted = self.data.as_ref().is_some_and(|d| d.wants_model());
+        self.model = model.filter(|_| wanted);
         self
     }
 
@@ -245,7 +247,7 @@ impl Reading {
         let data = self
             .data
             .as_ref()
-            .filter(|_| !self.by_model)
+            .filter(|_| self.model.is_none())
             .map(|request| request.from_html(html, base));
         (
             extract::extract(html, base, self.kind, self.format),
@@ -314,7 +316,7 @@ impl Pages {
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
-        let reading = Reading::new(options)?.with_model(self.web.model.is_some());
+        let reading = Reading::new(options)?.with_model(self.web.model_for(tenant));
         let loaded = match options.mode {
             FetchMode::Browser => {
                 release();
@@ -358,7 +360,7 @@ impl Pages {
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
         if let Some(request) = &reading.data {
-            self.with_model(request, &mut loaded).await;
+            with_model(reading.model.as_deref(), request, &mut loaded).await;
             loaded.extracted.content.clear();
         }
         let text_cursor = if reading.data.is_some() { None } else { cursor };
@@ -374,29 +376,6 @@ impl Pages {
             slice.next_cursor = next;
         }
         Ok(page(url, loaded, slice, reading.kind, reading.format))
-    }
-
-    /// `extract=json` with a schema and no selectors: the configured model reads the page's
-    /// text into data (over what the page publishes). Without a model, what was read stays; a
-    /// response that gave no data says why.
-    async fn with_model(&self, request: &DataRequest, loaded: &mut Loaded) {
-        let model = self.web.model.as_ref().filter(|_| request.wants_model());
-        let is_sheet = matches!(&loaded.data, Some(read) if read.source == DataSource::Sheet);
-        match model {
-            Some(model) if !is_sheet => {
-                let text = &loaded.extracted.content;
-                let read =
-                    crate::web::data::model::extract(model, request, &loaded.final_url, text);
-                loaded.data = Some(read.await);
-            }
-            _ if loaded.data.is_none() => {
-                loaded.data = Some(request.nothing(
-                    "this response is text or a PDF, with no published data: configure a model \
-                     ([llm]) to read it by a schema",
-                ));
-            }
-            _ => {}
-        }
     }
 
     /// The HTTP client's user agent.
@@ -557,6 +536,28 @@ async fn from_http(
         }),
         (None, why) => Err(why.unwrap_or_default()),
     })
+}
+
+/// `extract=json` with a schema and no selectors: the configured model reads the page's
+/// text into data (over what the page publishes). Without a model, what was read stays; a
+/// response that gave no data says why.
+async fn with_model(model: Option<&LlmClient>, request: &DataRequest, loaded: &mut Loaded) {
+    let is_sheet = matches!(&loaded.data, Some(read) if read.source == DataSource::Sheet);
+    match model {
+        Some(model) if !is_sheet => {
+            let text = &loaded.extracted.content;
+            let read =
+                crate::web::data::model::extract(model, request, &loaded.final_url, text, None);
+            loaded.data = Some(read.await);
+        }
+        _ if loaded.data.is_none() => {
+            loaded.data = Some(request.nothing(
+                "this response is text or a PDF, with no published data: configure a model \
+                 ([llm]) to read it by a schema",
+            ));
+        }
+        _ => {}
+    }
 }
 
 /// The page as read: one slice of its content, what is known of it, its data.

@@ -118,6 +118,23 @@ impl SharedKeys {
     }
 }
 
+/// A keys entry's own model, which must name a server or a key: an entry that names neither
+/// would silently read with the operator's model.
+fn own_llm(entry: &KeyEntry) -> anyhow::Result<Option<crate::config::LlmConfig>> {
+    match &entry.llm {
+        Some(llm)
+            if llm.api_key.is_none()
+                && llm.base_url == crate::config::LlmConfig::default().base_url =>
+        {
+            anyhow::bail!(
+                "keys: tenant {:?}: llm needs an api_key or a base_url of its own",
+                entry.tenant
+            )
+        }
+        llm => Ok(llm.clone()),
+    }
+}
+
 /// Longest tenant name; names become folder names.
 const MAX_TENANT_NAME: usize = 32;
 
@@ -133,6 +150,8 @@ pub struct Tenant {
     /// Its crawls obey robots.txt whatever the operator's `[crawl] robots` says.
     obeys_robots: bool,
     actions: ActionRules,
+    /// Its own model for reading pages into data, over `[llm]`.
+    llm: Option<crate::config::LlmConfig>,
 }
 
 impl Tenant {
@@ -149,6 +168,7 @@ impl Tenant {
             crawl_parallel: None,
             obeys_robots: false,
             actions: ActionRules::operator(&config.actions)?,
+            llm: None,
         })
     }
 
@@ -177,6 +197,7 @@ impl Tenant {
             crawl_parallel: entry.crawl_parallel,
             obeys_robots: entry.crawl_robots == Some(crate::config::RobotsRule::Obey),
             actions: operator.actions.narrowed(&entry.actions, name)?,
+            llm: own_llm(entry)?,
         })
     }
 
@@ -200,6 +221,11 @@ impl Tenant {
     }
 
     /// Most live sessions it may hold, besides the service's own maximum.
+    /// Its own model settings for reading pages into data, when its entry has them.
+    pub fn llm(&self) -> Option<&crate::config::LlmConfig> {
+        self.llm.as_ref()
+    }
+
     pub fn max_sessions(&self) -> Option<usize> {
         self.max_sessions
     }
@@ -412,6 +438,20 @@ mod tests {
             sha256: key_hash_hex(key),
             ..KeyEntry::default()
         }
+    }
+
+    #[test]
+    fn a_tenants_own_model_must_name_a_server_or_a_key() {
+        let vague = KeyEntry {
+            llm: Some(crate::config::LlmConfig::default()),
+            ..entry("alice", "key-of-alice")
+        };
+        let config = Config {
+            keys: vec![vague],
+            ..Config::default()
+        };
+        let error = Tenants::from_config(&config).err().unwrap().to_string();
+        assert!(error.contains("api_key or a base_url"), "{error}");
     }
 
     #[test]

@@ -14,10 +14,14 @@ pub mod search;
 pub mod sections;
 pub mod shell;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::ids::TenantName;
 use crate::policy::UrlPolicy;
+use crate::sync::Locked;
+use crate::tenancy::Tenant;
 
 /// `text` safe inside an HTML or XML element or a double-quoted attribute.
 pub fn escape_html(text: &str) -> String {
@@ -32,7 +36,9 @@ pub fn escape_html(text: &str) -> String {
 pub struct WebService {
     pub client: client::WebClient,
     pub searcher: search::Searcher,
-    pub model: Option<llm::LlmClient>,
+    model: Option<Arc<llm::LlmClient>>,
+    /// Tenants' own models (their keys entries' `llm`), made on first use.
+    tenant_models: std::sync::Mutex<HashMap<TenantName, Arc<llm::LlmClient>>>,
 }
 
 impl WebService {
@@ -48,7 +54,32 @@ impl WebService {
             )?,
             searcher: search::Searcher::new(config.search.clone()),
             model: Some(llm::LlmClient::new(config.llm.clone())?)
-                .filter(llm::LlmClient::configured),
+                .filter(llm::LlmClient::configured)
+                .map(Arc::new),
+            tenant_models: Default::default(),
         })
+    }
+
+    /// The model that reads `tenant`'s pages into data: its own, else the operator's `[llm]`,
+    /// else none.
+    pub fn model_for(&self, tenant: &Tenant) -> Option<Arc<llm::LlmClient>> {
+        let Some(own) = tenant.llm() else {
+            return self.model.clone();
+        };
+        let mut models = self.tenant_models.locked();
+        if let Some(model) = models.get(tenant.name()) {
+            return Some(model.clone());
+        }
+        match llm::LlmClient::new(own.clone()) {
+            Ok(model) => {
+                let model = Arc::new(model);
+                models.insert(tenant.name().clone(), model.clone());
+                Some(model)
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name(), "cannot set up the tenant's model: {e}");
+                None
+            }
+        }
     }
 }

@@ -419,7 +419,12 @@ fn sse(pieces: Vec<String>) -> Response {
 
 /// A model reading a page into data: a product page's first answer is not JSON, the answer
 /// after the validation errors is; a page it has nothing for gets `{}`.
-fn extraction(request: Value) -> Response {
+fn extraction(headers: &HeaderMap, mut request: Value) -> Response {
+    // What the server saw of the caller: its key, kept beside the request.
+    request["authorization"] = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map_or(Value::Null, |v| json!(v));
     EXTRACTIONS.lock().unwrap().push(request.clone());
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let page = messages
@@ -433,6 +438,9 @@ fn extraction(request: Value) -> Response {
                 .as_str()
                 .is_some_and(|c| c.contains("does not satisfy"))
     });
+    if page.contains("Open roles") {
+        return sse(answer(&[&role_by_ref(page)]));
+    }
     let text = match (page.contains("Steel kettle"), retried) {
         (true, false) => "Sure! The product is {name: Steel kettle".to_string(),
         (true, true) => {
@@ -441,6 +449,22 @@ fn extraction(request: Value) -> Response {
         (false, _) => "{}".to_string(),
     };
     sse(answer(&[&text]))
+}
+
+/// The open role as a model reads it from a tab: its title from the text, its apply link by
+/// the ref webpilot's element list gives it.
+fn role_by_ref(page: &str) -> String {
+    let elements = page
+        .split_once("<elements>")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let apply = elements
+        .lines()
+        .find(|line| line.contains("Apply for Rust engineer"))
+        .and_then(|line| line.strip_prefix('['))
+        .and_then(|line| line.split(']').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    json!({"title": "Rust engineer", "apply": apply}).to_string()
 }
 
 struct DropFlag;
@@ -455,7 +479,7 @@ impl Drop for DropFlag {
 /// message (the scenario) and the number of tool results already in the conversation.
 async fn scripted_model(headers: HeaderMap, Json(request): Json<Value>) -> Response {
     if request["tools"].is_null() {
-        return extraction(request);
+        return extraction(&headers, request);
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let scenario = messages

@@ -1,18 +1,21 @@
 //! `browser_read` `mode=json`: the rendered page (or the part asked for) into data, as
 //! `open_web_page` reads a fetched one — by a selector schema over the live DOM's HTML, by the
-//! configured model over its readable text for a JSON Schema, or from what the page publishes.
+//! configured model over its readable text and numbered elements for a JSON Schema (links and
+//! buttons answered by ref), or from what the page publishes.
 
 use serde_json::Value;
 use url::Url;
 
 use crate::browser::{Form, Scope as Part, Tab};
 use crate::error::{ToolError, ToolResult};
+use crate::tenancy::Tenant;
 use crate::tools::Ctx;
 use crate::web::data::{self, DataRead, DataRequest};
 
 pub(super) async fn read(
     ctx: &Ctx,
-    tab: &Tab,
+    tenant: &Tenant,
+    tab: &mut Tab,
     part: &Part,
     schema: Option<Value>,
 ) -> ToolResult<DataRead> {
@@ -21,9 +24,15 @@ pub(super) async fn read(
     let url = Url::parse(&tab.url().await)
         .or_else(|_| Url::parse("about:blank"))
         .map_err(|e| ToolError::internal(format!("the tab's URL: {e}")))?;
-    if let Some(model) = ctx.web.model.as_ref().filter(|_| request.wants_model()) {
+    if let Some(model) = ctx.web.model_for(tenant).filter(|_| request.wants_model()) {
         let text = super::readable_markdown(tab, part, false).await?;
-        return Ok(data::model::extract(model, &request, &url, &text).await);
+        let selector = match part {
+            Part::Selector(css) => Some(css.as_str()),
+            _ => None,
+        };
+        let elements = tab.elements(selector).await?.lines().join("\n");
+        let read = data::model::extract(&model, &request, &url, &text, Some(&elements));
+        return Ok(read.await);
     }
     let html = tab.content(part, Form::Html).await?;
     tokio::task::spawn_blocking(move || request.from_html(&html, &url))

@@ -79,10 +79,11 @@ async fn read_as(
     }
     .with_data(args.schema.clone(), true)?;
     let path = saved_file(call, name).await?;
+    let tenant = call.tenant().clone();
     let page = call
         .ctx
         .pages
-        .read_file(&path, &options, args.cursor.as_deref())
+        .read_file(&tenant, &path, &options, args.cursor.as_deref())
         .await?;
     let warnings = untrusted::visible_instructions(&page.content);
     let slice = Slice {

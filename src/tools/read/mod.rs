@@ -260,6 +260,7 @@ impl Tool for Read {
         };
         observe::check_fields(&args, mode)?;
         let bounded = call.bounded(args.boundaries);
+        let tenant = call.tenant().clone();
         let tab = call.tab().await?;
         let cursor = args.cursor.as_deref();
         // What the page did is there whether or not it shows a document.
@@ -277,22 +278,7 @@ impl Tool for Read {
                     ..ReadOutput::new(slice_lines(&lines, budget, cursor)?, mode)
                 }
             }
-            ReadMode::Extract => {
-                let text = readable_markdown(tab, &part, true).await?;
-                let ranked = sections::rank(&text, query);
-                let mut best: Vec<_> = ranked.into_iter().take(8).collect();
-                best.sort_by_key(|s| s.index);
-                let joined = best
-                    .iter()
-                    .map(|s| s.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
-                ReadOutput {
-                    sections: Some(best.len()),
-                    ..ReadOutput::new(slice_text(&joined, budget, cursor)?, mode)
-                }
-                .guarded(tab, &joined)
-            }
+            ReadMode::Extract => read_sections(tab, &part, query, budget, cursor).await?,
             ReadMode::Markdown => {
                 let text = readable_markdown(tab, &part, args.full.unwrap_or(false)).await?;
                 ReadOutput::new(slice_text(&text, budget, cursor)?, mode).guarded(tab, &text)
@@ -312,7 +298,7 @@ impl Tool for Read {
                 }
             }
             ReadMode::Json => ReadOutput {
-                data: Some(data::read(ctx, tab, &part, args.schema.clone()).await?),
+                data: Some(data::read(ctx, &tenant, tab, &part, args.schema.clone()).await?),
                 ..ReadOutput::new(Slice::default(), mode)
             },
             ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
@@ -389,6 +375,30 @@ async fn read_elements(
         }),
         ..ReadOutput::new(slice, ReadMode::Elements)
     })
+}
+
+/// The sections of the page (or scope) that best answer `query`, in page order.
+async fn read_sections(
+    tab: &Tab,
+    part: &Part,
+    query: &str,
+    budget: usize,
+    cursor: Option<&str>,
+) -> ToolResult<ReadOutput> {
+    let text = readable_markdown(tab, part, true).await?;
+    let ranked = sections::rank(&text, query);
+    let mut best: Vec<_> = ranked.into_iter().take(8).collect();
+    best.sort_by_key(|s| s.index);
+    let joined = best
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    Ok(ReadOutput {
+        sections: Some(best.len()),
+        ..ReadOutput::new(slice_text(&joined, budget, cursor)?, ReadMode::Extract)
+    }
+    .guarded(tab, &joined))
 }
 
 /// The page (or scope) as Markdown; `full` keeps navigation and footers.
