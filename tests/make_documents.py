@@ -42,6 +42,46 @@ def words(*parts):
     return " ".join(" ".join(p) if isinstance(p, list) else p for p in parts)
 
 
+FOOTNOTE = "Figures audited by Babbage and Partners in March."
+
+
+def footnote(doc, paragraph, text):
+    """A footnote as Word writes one (python-docx has no API for it): a footnotes part with
+    Word's two separator notes, and a reference run in `paragraph`."""
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:footnotes xmlns:w="{w}">'
+        '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>'
+        '<w:footnote w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p></w:footnote>'
+        '<w:footnote w:id="1"><w:p><w:pPr><w:pStyle w:val="FootnoteText"/></w:pPr>'
+        '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
+        f'<w:r><w:t xml:space="preserve"> {text}</w:t></w:r></w:p></w:footnote></w:footnotes>'
+    ).encode()
+    part = Part(
+        PackURI("/word/footnotes.xml"),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml",
+        xml,
+        doc.part.package,
+    )
+    doc.part.relate_to(part, RT.FOOTNOTES)
+    run = OxmlElement("w:r")
+    properties = OxmlElement("w:rPr")
+    style = OxmlElement("w:rStyle")
+    style.set(qn("w:val"), "FootnoteReference")
+    properties.append(style)
+    run.append(properties)
+    reference = OxmlElement("w:footnoteReference")
+    reference.set(qn("w:id"), "1")
+    run.append(reference)
+    paragraph._p.append(run)
+
+
 def docx():
     from docx import Document
     from docx.oxml import OxmlElement
@@ -71,11 +111,14 @@ def docx():
     run.append(text)
     link.append(run)
     paragraph._p.append(link)
+    footnote(doc, paragraph, FOOTNOTE)
     doc.save(OUT / "report.docx")
     truth["report.docx"] = {
         "mime": MIME["docx"], "title": "Quarterly report", "author": "Ada Lovelace",
         "words": words("Quarterly report", PARAGRAPHS[:2], "Plans", ITEMS,
-                       [v for row in TABLE for v in row], PARAGRAPHS[2], "Details: full report"),
+                       [v for row in TABLE for v in row], PARAGRAPHS[2], "Details: full report",
+                       FOOTNOTE),
+        "footnote": FOOTNOTE,
         "link": "https://example.com/report",
     }
     data = io.BytesIO((OUT / "report.docx").read_bytes()[:6000])

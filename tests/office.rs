@@ -101,6 +101,9 @@ async fn office_documents_read_like_pages_with_words_links_and_metadata() {
                 assert_eq!(&page["document"][field], expected, "{name} {field}");
             }
         }
+        if let Some(note) = truth["footnote"].as_str() {
+            assert!(content.contains(note), "{name} keeps its footnote: {content}");
+        }
         if let Some(link) = truth["link"].as_str() {
             assert!(
                 content.contains(&format!("]({link})")),
@@ -255,6 +258,13 @@ async fn selectors_read_a_thousand_listings_without_a_model() {
     assert_eq!(jobs[0], job(1, &h.fixtures));
     assert_eq!(jobs[999], job(1_000, &h.fixtures));
     assert_eq!(page["content"], "", "data, not the page's text");
+    // The same schema in XPath reads the same data.
+    let xpath = json!({"base": "//article[@class='job']", "fields": {
+        "title": "normalize-space(./h2)", "url": "./a[@class='apply']/@href",
+        "pay": "./span[@class='pay']", "tags": {"selector": "./ul/li", "all": true}}});
+    let by_xpath = read(&url, json!({"schema": xpath})).await;
+    assert_eq!(by_xpath["data_source"], "selectors");
+    assert_eq!(by_xpath["data"], page["data"]);
     // A crawl reads every page into data the same way.
     let task = common::crawl_until_finished(
         &h.api,
@@ -569,8 +579,8 @@ async fn bad_schemas_and_selectors_name_their_field() {
             "selectors.fields.a",
         ),
         (
-            json!({"schema": {"base": "//article", "fields": {"a": "h2"}}}),
-            "XPath",
+            json!({"schema": {"base": "//article[", "fields": {"a": "h2"}}}),
+            "`selectors.base` is not an XPath",
         ),
         (
             json!({"schema": job_selectors(), "extract": "main"}),

@@ -6,6 +6,7 @@
 pub mod model;
 pub mod selectors;
 pub mod structured;
+pub mod xpath;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

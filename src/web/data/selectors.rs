@@ -6,16 +6,21 @@
 //! and other URL attributes come back absolute), `all` (every match, a list), `fields` (every
 //! match an object of its own fields: a nested list).
 //!
+//! Any selector may be XPath 1.0 instead, told by how it starts (`/`, `./`, `../`, `(`, or a
+//! function such as `normalize-space(`): `//div[@class='job']`, `.//a/@href`,
+//! `string(.//span[@class='pay'])`. Both kinds walk the same parsed page and mix freely.
+//!
 //! Selectors are compiled once, checked before the page is read (a bad one names its field),
 //! and the schema is bounded in size; the walk is dom_query's, at DOM speed.
 
 use std::collections::BTreeMap;
 
-use dom_query::{Document, Matcher, Selection};
+use dom_query::{Document, Matcher, NodeRef, Selection};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use url::Url;
 
+use super::xpath::{self, Found, Order, XNode};
 use crate::error::{ToolError, ToolResult};
 
 /// Most fields in one selector schema, counting nested ones.
@@ -53,14 +58,28 @@ enum FieldText {
 
 /// A selector schema, compiled.
 pub struct SelectorSchema {
-    base: Option<Matcher>,
+    base: Option<Locator>,
     fields: Vec<(String, Field)>,
+    /// Some selector is XPath: the page's document order is worked out for it.
+    uses_xpath: bool,
 }
 
 struct Field {
-    matcher: Option<Matcher>,
+    locator: Option<Locator>,
     attr: Option<String>,
     take: Take,
+}
+
+/// One compiled selector.
+enum Locator {
+    Css(Matcher),
+    XPath(xpath_eval::Expr),
+}
+
+/// What a selector found: nodes and attributes, or an XPath's value as text.
+enum Hit<'a> {
+    Node(XNode<'a>),
+    Text(String),
 }
 
 enum Take {
@@ -78,49 +97,110 @@ impl SelectorSchema {
             ))
         })?;
         let mut count = 0;
-        Ok(Self {
-            base: text
-                .base
-                .as_deref()
-                .map(|css| compile(css, "selectors.base"))
-                .transpose()?,
+        let base = text
+            .base
+            .as_deref()
+            .map(|selector| compile(selector, "selectors.base"))
+            .transpose()?;
+        let mut schema = Self {
+            base,
             fields: compile_fields(text.fields, "selectors.fields", 1, &mut count)?,
-        })
+            uses_xpath: false,
+        };
+        schema.uses_xpath =
+            matches!(schema.base, Some(Locator::XPath(_))) || any_xpath(&schema.fields);
+        Ok(schema)
     }
 
     /// The data `html` holds by this schema: a list of objects with `base`, else one object.
     pub fn extract(&self, html: &str, base_url: &Url) -> Value {
         let document = Document::from(html);
-        let root = document.select("html");
+        let order = if self.uses_xpath {
+            Order::of(document.root())
+        } else {
+            Order::of_nothing()
+        };
+        let root = match &self.base {
+            // An absolute XPath starts from the document; CSS from its element.
+            Some(Locator::XPath(_)) => document.root(),
+            _ => document
+                .select("html")
+                .nodes()
+                .first()
+                .copied()
+                .unwrap_or(document.root()),
+        };
+        let root = XNode::Node(root, &order);
         match &self.base {
             Some(base) => Value::Array(
-                root.select_matcher(base)
-                    .iter()
+                select(root, base)
+                    .into_iter()
                     .take(MAX_ITEMS)
-                    .map(|item| object(&item, &self.fields, base_url))
+                    .filter_map(|hit| match hit {
+                        Hit::Node(item) => Some(object(item, &self.fields, base_url)),
+                        Hit::Text(_) => None,
+                    })
                     .collect(),
             ),
-            None => object(&root, &self.fields, base_url),
+            None => object(root, &self.fields, base_url),
         }
     }
 }
 
-fn compile(css: &str, path: &str) -> ToolResult<Matcher> {
-    if looks_like_xpath(css) {
-        return Err(ToolError::invalid(format!(
-            "`{path}` looks like XPath ({css:?}); selectors are CSS"
-        ))
-        .with_hint("write it as a CSS selector, e.g. `div.job > h2` or `a[href]`"));
-    }
-    Matcher::new(css).map_err(|e| {
-        ToolError::invalid(format!("`{path}` is not a CSS selector ({css:?}): {e:?}"))
-            .with_hint("use CSS selectors as document.querySelectorAll takes them")
+fn any_xpath(fields: &[(String, Field)]) -> bool {
+    fields.iter().any(|(_, field)| {
+        matches!(field.locator, Some(Locator::XPath(_)))
+            || matches!(&field.take, Take::Objects(inner) if any_xpath(inner))
     })
 }
 
+fn compile(selector: &str, path: &str) -> ToolResult<Locator> {
+    if looks_like_xpath(selector) {
+        return xpath_eval::parse(selector.trim())
+            .map(Locator::XPath)
+            .map_err(|e| {
+                ToolError::invalid(format!("`{path}` is not an XPath ({selector:?}): {e}"))
+                    .with_hint("write XPath 1.0 (`.//h2`, `./a/@href`), or a CSS selector")
+            });
+    }
+    Matcher::new(selector).map(Locator::Css).map_err(|e| {
+        ToolError::invalid(format!(
+            "`{path}` is not a CSS selector ({selector:?}): {e:?}"
+        ))
+        .with_hint(
+            "use CSS selectors as document.querySelectorAll takes them, or XPath from `/` or `./`",
+        )
+    })
+}
+
+/// XPath starts where CSS cannot: at a slash, a dot-slash, a parenthesis or a function call.
 fn looks_like_xpath(selector: &str) -> bool {
     let s = selector.trim_start();
-    s.starts_with('/') || s.starts_with("./") || s.starts_with("(/")
+    let function = s.split_once('(').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+    });
+    s.starts_with('/')
+        || s.starts_with("./")
+        || s.starts_with("../")
+        || s.starts_with('(')
+        || function
+}
+
+/// What `locator` finds from `item` (the item itself when there is no selector).
+fn select<'a>(item: XNode<'a>, locator: &Locator) -> Vec<Hit<'a>> {
+    match (locator, item) {
+        (Locator::XPath(expr), item) => match xpath::select(expr, item) {
+            Found::Nodes(nodes) => nodes.into_iter().map(Hit::Node).collect(),
+            Found::Text(text) => vec![Hit::Text(text)],
+        },
+        (Locator::Css(matcher), XNode::Node(node, order)) => Selection::from(node)
+            .select_matcher(matcher)
+            .nodes()
+            .iter()
+            .map(|found| Hit::Node(XNode::Node(*found, order)))
+            .collect(),
+        (Locator::Css(_), XNode::Attribute(..)) => Vec::new(),
+    }
 }
 
 fn compile_fields(
@@ -145,8 +225,8 @@ fn compile_fields(
             }
             let here = format!("{path}.{name}");
             let field = match text {
-                FieldText::Selector(css) => Field {
-                    matcher: Some(compile(&css, &here)?),
+                FieldText::Selector(selector) => Field {
+                    locator: Some(compile(&selector, &here)?),
                     attr: None,
                     take: Take::First,
                 },
@@ -156,9 +236,9 @@ fn compile_fields(
                     all,
                     fields,
                 } => Field {
-                    matcher: selector
+                    locator: selector
                         .as_deref()
-                        .map(|css| compile(css, &here))
+                        .map(|selector| compile(selector, &here))
                         .transpose()?,
                     attr,
                     take: match fields {
@@ -175,7 +255,7 @@ fn compile_fields(
         .collect()
 }
 
-fn object(item: &Selection, fields: &[(String, Field)], base: &Url) -> Value {
+fn object(item: XNode<'_>, fields: &[(String, Field)], base: &Url) -> Value {
     let mut object = Map::new();
     for (name, field) in fields {
         object.insert(name.clone(), value(item, field, base));
@@ -183,39 +263,56 @@ fn object(item: &Selection, fields: &[(String, Field)], base: &Url) -> Value {
     Value::Object(object)
 }
 
-fn value(item: &Selection, field: &Field, base: &Url) -> Value {
-    let matches = match &field.matcher {
-        Some(matcher) => item.select_matcher(matcher),
-        None => item.clone(),
+fn value(item: XNode<'_>, field: &Field, base: &Url) -> Value {
+    let hits = match &field.locator {
+        Some(locator) => select(item, locator),
+        None => vec![Hit::Node(item)],
     };
-    let mut each = matches.iter().take(MAX_ITEMS);
+    let mut each = hits.into_iter().take(MAX_ITEMS);
+    let attr = field.attr.as_deref();
     match &field.take {
         Take::First => each
             .next()
-            .and_then(|one| read(&one, field.attr.as_deref(), base))
+            .and_then(|one| read(one, attr, base))
             .map(Value::String)
             .unwrap_or(Value::Null),
         Take::All => Value::Array(
-            each.filter_map(|one| read(&one, field.attr.as_deref(), base))
+            each.filter_map(|one| read(one, attr, base))
                 .map(Value::String)
                 .collect(),
         ),
-        Take::Objects(inner) => Value::Array(each.map(|one| object(&one, inner, base)).collect()),
+        Take::Objects(inner) => Value::Array(
+            each.filter_map(|one| match one {
+                Hit::Node(node) => Some(object(node, inner, base)),
+                Hit::Text(_) => None,
+            })
+            .collect(),
+        ),
     }
 }
 
-/// One element's text (whitespace collapsed) or attribute (absolute for URL attributes).
-fn read(element: &Selection, attr: Option<&str>, base: &Url) -> Option<String> {
+/// One hit's text (whitespace collapsed) or attribute (absolute for URL attributes); an
+/// attribute an XPath picked is read as `attr` would read it.
+fn read(hit: Hit<'_>, attr: Option<&str>, base: &Url) -> Option<String> {
+    let node = match hit {
+        Hit::Text(text) => return Some(crate::web::extract::normalize_whitespace(&text)),
+        Hit::Node(node) => node,
+    };
+    if let Some((name, value)) = node.attribute() {
+        return Some(attribute_value(&name, value, base));
+    }
+    let element: NodeRef<'_> = node.node()?;
     match attr {
         None => Some(crate::web::extract::normalize_whitespace(&element.text())),
-        Some(name) => {
-            let value = element.attr(name)?.to_string();
-            if URL_ATTRIBUTES.contains(&name.to_ascii_lowercase().as_str()) {
-                Some(base.join(value.trim()).map(String::from).unwrap_or(value))
-            } else {
-                Some(value)
-            }
-        }
+        Some(name) => Some(attribute_value(name, element.attr(name)?.to_string(), base)),
+    }
+}
+
+fn attribute_value(name: &str, value: String, base: &Url) -> String {
+    if URL_ATTRIBUTES.contains(&name.to_ascii_lowercase().as_str()) {
+        base.join(value.trim()).map(String::from).unwrap_or(value)
+    } else {
+        value
     }
 }
 
@@ -281,9 +378,45 @@ mod tests {
             "{}",
             error.message
         );
-        let xpath = SelectorSchema::parse(&json!({"base": "//div", "fields": {"a": "b"}}))
+        let xpath = SelectorSchema::parse(&json!({"base": "//div[", "fields": {"a": "b"}}))
             .err()
             .unwrap();
-        assert!(xpath.message.contains("XPath"), "{}", xpath.message);
+        assert!(
+            xpath.message.contains("selectors.base") && xpath.message.contains("XPath"),
+            "{}",
+            xpath.message
+        );
+    }
+
+    #[test]
+    fn xpath_reads_what_css_reads_and_mixes_with_it() {
+        let css = SelectorSchema::parse(&json!({
+            "base": ".job",
+            "fields": {
+                "title": "h2",
+                "url": {"selector": "a", "attr": "href"},
+                "tags": {"selector": ".tag", "all": true},
+                "offices": {"selector": ".office", "fields": {"city": "b", "country": "i"}},
+                "salary": ".pay"
+            }
+        }))
+        .unwrap();
+        let xpath = SelectorSchema::parse(&json!({
+            "base": "//div[contains(concat(' ', @class, ' '), ' job ')]",
+            "fields": {
+                "title": "normalize-space(./h2)",
+                "url": ".//a/@href",
+                "tags": {"selector": ".//span[@class='tag']", "all": true},
+                "offices": {"selector": ".//li[@class='office']", "fields": {"city": "./b", "country": "i"}},
+                "salary": "./p[@class='pay']"
+            }
+        }))
+        .unwrap();
+        let base = Url::parse("https://jobs.example/list").unwrap();
+        assert_eq!(xpath.extract(PAGE, &base), css.extract(PAGE, &base));
+        let counted =
+            SelectorSchema::parse(&json!({"fields": {"jobs": "count(//div[@class='job'])"}}))
+                .unwrap();
+        assert_eq!(counted.extract(PAGE, &base), json!({"jobs": "2"}));
     }
 }
