@@ -245,10 +245,62 @@ fn check_prompts_logging_and_cancellation(report: &Value) {
     );
 }
 
+/// Saved files as resources: linked from the results that saved them, listed, read byte for
+/// byte; a crawl task read as JSON and updated while a subscriber watches.
+fn check_resources(report: &Value) {
+    let r = &report["resources"];
+    let link = r["download_link"]
+        .as_str()
+        .expect("a resource_link to the download");
+    assert!(
+        link.starts_with("webpilot://downloads/mcp-") && link.ends_with("/pattern.bin"),
+        "{r:#}"
+    );
+    assert_eq!(r["download_link_mime"], "application/octet-stream");
+    assert_eq!(r["download_sha_matches"], true, "{r:#}");
+    let shot = r["screenshot_link"]
+        .as_str()
+        .expect("a link to the saved screenshot");
+    assert_eq!(shot, "webpilot://screenshots/mcp-shot.png");
+    let listed: Vec<&str> = r["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        listed.contains(&link) && listed.contains(&shot),
+        "{listed:?}"
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|uri| uri.starts_with("webpilot://crawls/")),
+        "{listed:?}"
+    );
+    assert_eq!(
+        r["templates"],
+        serde_json::json!([
+            "webpilot://crawls/{task_id}",
+            "webpilot://downloads/{session}/{file}",
+            "webpilot://screenshots/{file}",
+            "webpilot://traces/{session}"
+        ])
+    );
+    assert!(
+        r["missing_read"].as_str().unwrap().contains("no resource"),
+        "{r:#}"
+    );
+    assert!(r["crawl_updates"].as_u64().unwrap() >= 1, "{r:#}");
+    assert_eq!(r["crawl_resource"]["status"], "completed", "{r:#}");
+    assert_eq!(r["crawl_resource"]["results"].as_array().unwrap().len(), 4);
+}
+
 #[tokio::test]
 async fn stdio_serves_the_same_tools() {
     let report = drive("stdio", env!("CARGO_BIN_EXE_webpilot")).await;
     check(&report).await;
+    check_resources(&report);
 }
 
 #[tokio::test]
@@ -257,6 +309,7 @@ async fn streamable_http_serves_the_same_tools_and_isolates_clients() {
     let (first, second) = tokio::join!(drive("http", &endpoint), drive("http", &endpoint));
     check(&first).await;
     check(&second).await;
+    check_resources(&first);
     assert_ne!(
         first["session"], second["session"],
         "each connection has its own session"

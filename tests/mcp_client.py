@@ -135,6 +135,57 @@ async def cancelled_navigation(session, spa_url):
             "next_call_error": after.isError, "next_title": json.loads(text_of(after)).get("title")}
 
 
+RESOURCE_UPDATES = []
+
+
+async def on_message(message):
+    """Server notifications the session does not handle itself: resource updates are kept."""
+    if isinstance(message, types.ServerNotification) and \
+            isinstance(message.root, types.ResourceUpdatedNotification):
+        RESOURCE_UPDATES.append(str(message.root.params.uri))
+
+
+async def resources(session, spa_url):
+    """A download and a saved screenshot come back as resource links, are listed, and read
+    byte for byte; a crawl task is a resource that sends updates to a subscriber."""
+    import hashlib
+    report = {}
+    origin = spa_url.rsplit("/", 1)[0]
+    saved = await session.call_tool("browser_interact", {
+        "action": "download", "url": f"{origin}/bytes/70000", "filename": "pattern.bin"})
+    download = json.loads(text_of(saved))["download"]
+    links = [c for c in saved.content if c.type == "resource_link"]
+    report["download_link"] = str(links[0].uri) if links else None
+    report["download_link_mime"] = links[0].mimeType if links else None
+    if links:
+        read = await session.read_resource(links[0].uri)
+        blob = base64.b64decode(read.contents[0].blob)
+        report["download_sha_matches"] = hashlib.sha256(blob).hexdigest() == download["sha256"]
+    shot = await session.call_tool("browser_screenshot", {"save": "mcp-shot", "format": "png"})
+    shot_links = [str(c.uri) for c in shot.content if c.type == "resource_link"]
+    report["screenshot_link"] = shot_links[0] if shot_links else None
+    listed = await session.list_resources()
+    report["listed"] = [str(r.uri) for r in listed.resources]
+    templates = await session.list_resource_templates()
+    report["templates"] = sorted(t.uriTemplate for t in templates.resourceTemplates)
+    try:
+        await session.read_resource("webpilot://downloads/someone-else/pattern.bin")
+        report["missing_read"] = "read"
+    except Exception as error:  # the SDK raises McpError for an error response
+        report["missing_read"] = str(error)
+    urls = [f"{origin}/crawl/page/{n}" for n in range(3)] + [f"{origin}/crawl/slow"]
+    crawl = await session.call_tool("crawl_batch", {"urls": urls, "mode": "http", "max_tokens": 50,
+                                                    "parallel": 1})
+    task = json.loads(text_of(crawl))["task_id"]
+    uri = f"webpilot://crawls/{task}"
+    await session.subscribe_resource(uri)
+    await session.call_tool("crawl_status", {"task_id": task, "wait": 60})
+    report["crawl_updates"] = RESOURCE_UPDATES.count(uri)
+    crawl_read = await session.read_resource(uri)
+    report["crawl_resource"] = json.loads(crawl_read.contents[0].text)
+    return report
+
+
 async def scenario(session, spa_url):
     report = {}
     init = await session.initialize()
@@ -204,6 +255,7 @@ async def scenario(session, spa_url):
     report["structured"] = session.structured
     report.update(await prompts_and_logging(session.session, spa_url))
     report["cancelled"] = await cancelled_navigation(session.session, spa_url)
+    report["resources"] = await resources(session.session, spa_url)
     return report
 
 
@@ -212,11 +264,13 @@ async def main():
     if transport == "stdio":
         params = StdioServerParameters(command=target, args=["mcp"], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, logging_callback=on_log) as session:
+            async with ClientSession(read, write, logging_callback=on_log,
+                                     message_handler=on_message) as session:
                 report = await scenario(session, spa_url)
     else:
         async with streamablehttp_client(target) as (read, write, _):
-            async with ClientSession(read, write, logging_callback=on_log) as session:
+            async with ClientSession(read, write, logging_callback=on_log,
+                                     message_handler=on_message) as session:
                 report = await scenario(session, spa_url)
     print(json.dumps(report))
 

@@ -102,7 +102,10 @@ async fn office_documents_read_like_pages_with_words_links_and_metadata() {
             }
         }
         if let Some(note) = truth["footnote"].as_str() {
-            assert!(content.contains(note), "{name} keeps its footnote: {content}");
+            assert!(
+                content.contains(note),
+                "{name} keeps its footnote: {content}"
+            );
         }
         if let Some(link) = truth["link"].as_str() {
             assert!(

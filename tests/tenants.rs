@@ -746,3 +746,46 @@ async fn a_tenant_reads_pages_into_data_with_its_own_model() {
             .count()
     );
 }
+
+#[tokio::test]
+async fn mcp_resources_are_the_tenants_own() {
+    // Alice saves a screenshot and a download; their URIs are hers alone.
+    let session = "alice-resources";
+    ok_as(
+        ALICE,
+        "browser_navigate",
+        json!({"session": session, "target": page("links.html")}),
+    )
+    .await;
+    ok_as(
+        ALICE,
+        "browser_screenshot",
+        json!({"session": session, "save": "alices-view"}),
+    )
+    .await;
+    let mine = "webpilot://screenshots/alices-view.png";
+    let read = common::mcp_request(
+        &service().api,
+        Some(ALICE),
+        "resources/read",
+        json!({"uri": mine}),
+    )
+    .await;
+    assert_eq!(
+        read["result"]["contents"][0]["mimeType"], "image/png",
+        "{read:#}"
+    );
+    let theirs = common::mcp_request(
+        &service().api,
+        Some(BOB),
+        "resources/read",
+        json!({"uri": mine}),
+    )
+    .await;
+    assert_eq!(
+        theirs["error"]["code"], -32002,
+        "not found for Bob: {theirs:#}"
+    );
+    let listed = common::mcp_request(&service().api, Some(BOB), "resources/list", json!({})).await;
+    assert!(!listed.to_string().contains("alices-view"), "{listed:#}");
+}

@@ -4,11 +4,15 @@
 //! `isError: true` with the error JSON as text. Each MCP connection gets a browser session of
 //! its own unless the call names one. Beside tools: the tools' guides and a few workflows as
 //! prompts (`prompts.rs`), the calls' log lines at the level a client sets (`logging.rs`), and
-//! `notifications/cancelled` ending the call it names at once.
+//! `notifications/cancelled` ending the call it names at once; what the tenant keeps (downloads,
+//! saved screenshots, traces, crawl results) as resources (`resources.rs`), crawl resources
+//! updated on progress for a client that subscribes.
 
 mod logging;
 mod prompts;
+mod resources;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::request::Parts;
@@ -17,9 +21,13 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
-    ResourceContents, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
+#[allow(deprecated)]
+use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 // Logging is deprecated by the protocol's 2026 revision; clients of the 2025 ones use it.
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
@@ -27,10 +35,12 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::error::{ErrorCode, ToolError};
 use crate::ids::SessionName;
+use crate::sync::Locked;
 use crate::tenancy::Tenant;
 use crate::tools::{Caller, HandoffProgress, TaskProgress};
 
@@ -42,6 +52,10 @@ pub struct McpFront {
     session: SessionName,
     /// The log level the client set (none: no log lines).
     log: logging::LogLevel,
+    /// The sessions this connection's calls used, whose downloads it lists.
+    used: Arc<std::sync::Mutex<Vec<SessionName>>>,
+    /// Resource subscriptions, by URI: cancelled on unsubscribe or when the connection ends.
+    watching: Arc<std::sync::Mutex<HashMap<String, CancellationToken>>>,
 }
 
 impl McpFront {
@@ -51,6 +65,21 @@ impl McpFront {
             // Unguessable: no other caller can name it.
             session: SessionName::new_mcp(),
             log: logging::LogLevel::default(),
+            used: Default::default(),
+            watching: Default::default(),
+        }
+    }
+
+    /// Notes the session a call runs in, for `resources/list`.
+    fn note_session(&self, arguments: Option<&Map<String, Value>>) {
+        let named = arguments
+            .and_then(|a| a.get("session"))
+            .and_then(Value::as_str)
+            .and_then(|name| SessionName::parse_callers(name).ok());
+        let session = named.unwrap_or_else(|| self.session.clone());
+        let mut used = self.used.locked();
+        if !used.contains(&session) {
+            used.push(session);
         }
     }
 
@@ -74,20 +103,31 @@ impl McpFront {
             .collect()
     }
 
-    /// Whose call it is: the tenant the request's key opened over HTTP (the auth layer puts it
-    /// in the request), the operator over stdio.
-    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ToolError> {
-        let parts = context.extensions.get::<Parts>();
-        let tenant = match parts {
-            None => self.app.tenants.operator(),
+    /// Whose request it is: the tenant the request's key opened over HTTP (the auth layer puts
+    /// it in the request), the operator over stdio.
+    fn tenant(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Tenant>, ToolError> {
+        match context.extensions.get::<Parts>() {
+            None => Ok(self.app.tenants.operator()),
             Some(parts) => parts
                 .extensions
                 .get::<Arc<Tenant>>()
                 .cloned()
                 .ok_or_else(|| {
                     ToolError::new(ErrorCode::Unauthorized, "the request has no tenant")
-                })?,
-        };
+                }),
+        }
+    }
+
+    /// The tenant of a request that is not a tool call, as a protocol error when there is none.
+    fn requester(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Tenant>, ErrorData> {
+        self.tenant(context)
+            .map_err(|e| ErrorData::invalid_request(e.message, None))
+    }
+
+    /// Whose call it is, in which session, reporting progress where the client asked.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ToolError> {
+        let tenant = self.tenant(context)?;
+        let parts = context.extensions.get::<Parts>();
         let origin = parts.and_then(|parts| super::origin_of(&parts.headers));
         let mut caller = Caller::new(tenant)
             .in_session(Some(self.session.clone()))
@@ -123,6 +163,12 @@ impl McpFront {
                             ResourceContents::blob(data, uri).with_mime_type(image.mime),
                         )
                     }
+                }));
+                // A saved file is also a resource the client can read by its link.
+                let saved = resources::saved_paths(&output.json);
+                content.extend(saved.iter().filter_map(|path| {
+                    resources::link_for(&self.app, &caller.tenant, path)
+                        .map(ContentBlock::resource_link)
                 }));
                 let mut result = CallToolResult::success(content);
                 result.structured_content = Some(output.json);
@@ -202,6 +248,8 @@ impl ServerHandler for McpFront {
             .enable_tools()
             .enable_prompts()
             .enable_logging()
+            .enable_resources()
+            .enable_resources_subscribe()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("webpilot", env!("CARGO_PKG_VERSION")))
@@ -225,6 +273,7 @@ impl ServerHandler for McpFront {
             Ok(caller) => caller,
             Err(error) => return Ok(failed(&error).into()),
         };
+        self.note_session(request.arguments.as_ref());
         let (peer, name) = (&context.peer, request.name.clone());
         let started_line = logging::started(&name, request.arguments.as_ref());
         self.log.send(peer, started_line).await;
@@ -272,5 +321,65 @@ impl ServerHandler for McpFront {
     ) -> Result<GetPromptResponse, ErrorData> {
         let specs = self.app.registry.specs();
         prompts::get(specs, &request.name, request.arguments.as_ref()).map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let tenant = self.requester(&context)?;
+        let sessions = self.used.locked().clone();
+        let listed = resources::list(&self.app, &tenant, &sessions).await;
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let tenant = self.requester(&context)?;
+        resources::read(&self.app, &tenant, &request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tenant = self.requester(&context)?;
+        let stop = CancellationToken::new();
+        let watch = resources::watch(&self.app, &tenant, &request.uri, context.peer, stop.clone());
+        watch.await?;
+        if let Some(earlier) = self.watching.locked().insert(request.uri, stop) {
+            earlier.cancel();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(stop) = self.watching.locked().remove(&request.uri) {
+            stop.cancel();
+        }
+        Ok(())
     }
 }
