@@ -296,6 +296,29 @@ fn check_resources(report: &Value) {
     assert_eq!(r["crawl_resource"]["results"].as_array().unwrap().len(), 4);
 }
 
+/// A hand-off to a client that opens links: the live view by URL elicitation, Done pressed by
+/// the person it opened the link for, the completion for the same id; a decline ends the next.
+fn check_url_elicitation(report: &Value) {
+    let elicited = report["elicited"].as_array().unwrap();
+    assert_eq!(elicited.len(), 2, "{report:#}");
+    assert_eq!(elicited[0]["mode"], "url");
+    assert_eq!(elicited[0]["message"], "Sign in for me");
+    let accepted = &report["accepted"];
+    assert_eq!(accepted["handed_back"], "person", "{report:#}");
+    assert_eq!(report["person"], "pressed", "{report:#}");
+    assert_eq!(elicited[0]["url"], accepted["live_url"], "{report:#}");
+    let first = elicited[0]["id"].as_str().unwrap();
+    let completed = report["completed"].as_array().unwrap();
+    assert_eq!(completed[0], first, "{report:#}");
+    assert_ne!(elicited[1]["id"], elicited[0]["id"]);
+    assert_eq!(report["declined"]["handed_back"], "declined", "{report:#}");
+    assert!(
+        report["declined_ms"].as_u64().unwrap() < 10_000,
+        "a decline ends the hand-off at once: {report:#}"
+    );
+    assert_eq!(completed.len(), 2, "{report:#}");
+}
+
 #[tokio::test]
 async fn stdio_serves_the_same_tools() {
     let report = drive("stdio", env!("CARGO_BIN_EXE_webpilot")).await;
@@ -310,6 +333,7 @@ async fn streamable_http_serves_the_same_tools_and_isolates_clients() {
     check(&first).await;
     check(&second).await;
     check_resources(&first);
+    check_url_elicitation(&first["url_elicitation"]);
     assert_ne!(
         first["session"], second["session"],
         "each connection has its own session"

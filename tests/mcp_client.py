@@ -186,6 +186,76 @@ async def resources(session, spa_url):
     return report
 
 
+async def person_presses_done(session, url, report):
+    """The person: a second browser session opens the live-view link and presses Done."""
+    try:
+        report["person"] = await press_done(session, url)
+    except Exception as error:
+        report["person_error"] = repr(error)
+
+
+async def press_done(session, url):
+    viewer = f"person-{os.getpid()}"
+    opened = await session.call_tool("browser_navigate", {"session": viewer, "target": url})
+    if opened.isError:
+        return text_of(opened)
+    # The person reads what is asked before pressing Done.
+    await session.call_tool("browser_interact", {"session": viewer, "action": "wait",
+                                                 "until": "Sign in for me", "timeout_ms": 20000})
+    for _ in range(100):
+        read = await session.call_tool("browser_read", {"session": viewer, "mode": "elements"})
+        lines = json.loads(text_of(read))["content"].splitlines()
+        done = [line for line in lines if '"Done"' in line]
+        if done:
+            ref = int(re.match(r"\[(\d+)\]", done[0]).group(1))
+            clicked = await session.call_tool("browser_interact", {"session": viewer, "action": "click", "ref": ref})
+            return text_of(clicked) if clicked.isError else "pressed"
+        await session.call_tool("browser_interact", {"session": viewer, "action": "wait", "until": "Done",
+                                                     "timeout_ms": 2000})
+    return lines
+
+
+async def url_elicitation(target, spa_url):
+    """A client that opens links: a hand-off's live view arrives as a URL elicitation, the person
+    it opens the link for presses Done, and the completion names the same elicitation; a user who
+    declines ends the next hand-off at once."""
+    report = {"elicited": [], "completed": []}
+    answers = ["accept", "decline"]
+    holder = {}
+
+    async def on_elicit(context, params):
+        report["elicited"].append({"mode": params.mode, "url": params.url,
+                                   "message": params.message, "id": params.elicitationId})
+        action = answers.pop(0)
+        if action == "accept":
+            # Kept, so that the task is not collected before it runs.
+            holder["person"] = asyncio.get_running_loop().create_task(
+                person_presses_done(holder["session"], params.url, report))
+        return types.ElicitResult(action=action)
+
+    async def on_complete(message):
+        if isinstance(message, types.ServerNotification) and \
+                isinstance(message.root, types.ElicitCompleteNotification):
+            report["completed"].append(message.root.params.elicitationId)
+
+    async with streamablehttp_client(target) as (read, write, _):
+        async with ClientSession(read, write, elicitation_callback=on_elicit,
+                                 message_handler=on_complete) as session:
+            holder["session"] = session
+            await session.initialize()
+            await session.call_tool("browser_navigate", {"target": spa_url})
+            done = await session.call_tool("browser_interact", {
+                "action": "handoff", "message": "Sign in for me", "timeout_ms": 60000})
+            report["accepted"] = json.loads(text_of(done))
+            await holder["person"]
+            started = time.monotonic()
+            declined = await session.call_tool("browser_interact", {
+                "action": "handoff", "message": "Approve again", "timeout_ms": 60000})
+            report["declined"] = json.loads(text_of(declined))
+            report["declined_ms"] = int((time.monotonic() - started) * 1000)
+    return report
+
+
 async def scenario(session, spa_url):
     report = {}
     init = await session.initialize()
@@ -272,6 +342,7 @@ async def main():
             async with ClientSession(read, write, logging_callback=on_log,
                                      message_handler=on_message) as session:
                 report = await scenario(session, spa_url)
+        report["url_elicitation"] = await url_elicitation(target, spa_url)
     print(json.dumps(report))
 
 

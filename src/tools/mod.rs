@@ -61,6 +61,29 @@ pub struct Caller {
     pub task_progress: Option<mpsc::UnboundedSender<TaskProgress>>,
     /// Page text comes back in marked blocks (`pages::boundaries`) unless a call says otherwise.
     pub boundaries: bool,
+    /// How the front asks its client to open a link for its user (MCP URL elicitation).
+    pub opener: Option<Arc<dyn LinkOpener>>,
+}
+
+/// A front whose client can open a link for its user and say whether they agreed (MCP URL
+/// elicitation): a hand-off sends its live-view link this way, and says when it is over.
+#[async_trait::async_trait]
+pub trait LinkOpener: Send + Sync {
+    /// Asks the client to open `url` for its user, with `message`; `id` names the interaction.
+    async fn open(&self, id: &str, message: &str, url: &str) -> LinkAnswer;
+    /// Tells the client the interaction `id` is over.
+    async fn finished(&self, id: &str);
+}
+
+/// What the client said to a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkAnswer {
+    /// Its user agreed to open it.
+    Accepted,
+    /// Its user declined, or dismissed the request.
+    Declined,
+    /// The request failed (the client went away, or answered with an error).
+    Failed,
 }
 
 /// A hand-off waiting for a person: sent when it starts (`waited_ms` 0), then every few seconds.
@@ -90,7 +113,14 @@ impl Caller {
             progress: None,
             task_progress: None,
             boundaries: false,
+            opener: None,
         }
+    }
+
+    /// This caller, whose client opens links for its user.
+    pub fn opening_links(mut self, opener: Arc<dyn LinkOpener>) -> Self {
+        self.opener = Some(opener);
+        self
     }
 
     /// This caller, getting page text in marked blocks.

@@ -8,6 +8,7 @@
 //! saved screenshots, traces, crawl results) as resources (`resources.rs`), crawl resources
 //! updated on progress for a client that subscribes.
 
+mod elicitation;
 mod logging;
 mod prompts;
 mod resources;
@@ -132,6 +133,9 @@ impl McpFront {
         let mut caller = Caller::new(tenant)
             .in_session(Some(self.session.clone()))
             .at(origin);
+        if let Some(opener) = elicitation::UrlElicitation::of(&context.peer) {
+            caller = caller.opening_links(Arc::new(opener));
+        }
         if let Some(token) = context.meta.get_progress_token() {
             caller = caller
                 .reporting(progress_notifier(context.peer.clone(), token.clone()))

@@ -104,6 +104,7 @@ pub struct Call<'a> {
     origin: Option<String>,
     progress: Option<tokio::sync::mpsc::UnboundedSender<super::HandoffProgress>>,
     task_progress: Option<tokio::sync::mpsc::UnboundedSender<super::TaskProgress>>,
+    opener: Option<Arc<dyn super::LinkOpener>>,
     session_name: SessionName,
     requested_tab: Option<String>,
     /// When the call must be done (`timeout_ms` after it started, or the tool's default).
@@ -185,6 +186,11 @@ impl<'a> Call<'a> {
         if let Some(sender) = &self.progress {
             let _ = sender.send(progress);
         }
+    }
+
+    /// How the caller's client opens links for its user, when it can.
+    pub fn link_opener(&self) -> Option<Arc<dyn super::LinkOpener>> {
+        self.opener.clone()
     }
 
     /// Tells the front how far a task the call waits on got.
@@ -494,6 +500,7 @@ async fn respond<T: Tool>(
         origin: caller.origin.clone(),
         progress: caller.progress.clone(),
         task_progress: caller.task_progress.clone(),
+        opener: caller.opener.clone(),
         session_name,
         requested_tab: args.tab().map(str::to_string),
         ends: started + deadline(args.timeout_ms(), default_ms, max_ms)?,

@@ -2,12 +2,13 @@
 //! for them without holding the session (they take it), reporting to the front every few
 //! seconds so that a chat UI can show the link and an MCP client keeps waiting.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::InteractArgs;
-use crate::browser::live::{HandedBack, Handoff, Until};
+use crate::browser::live::{HandedBack, Handoff, LiveHub, Until};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tools::{Call, HandoffProgress};
+use crate::tools::{Call, HandoffProgress, LinkAnswer, LinkOpener};
 
 /// How often a waiting hand-off reports to the front (MCP clients that reset their timeout on
 /// progress need one at least every 10 s).
@@ -62,6 +63,9 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
         });
     }
     let started = Instant::now();
+    let asked = call
+        .link_opener()
+        .map(|opener| ask_to_open(opener, &hub, &handoff.message, &link.live_url));
     call.release_session();
     let outcome = loop {
         let next = (Instant::now() + REPORT_EVERY).min(call.ends());
@@ -74,6 +78,9 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
         call.report(progress(started.elapsed()));
     };
     let waited_ms = Some(started.elapsed().as_millis() as u64);
+    if let Some(asked) = asked {
+        asked.finish().await;
+    }
     let handed_back = match outcome {
         Some(outcome) => outcome,
         // Only a `wait` on a hand-off that runs longer than the wait ends here.
@@ -96,4 +103,36 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
         handed_back: Some(handed_back),
         waited_ms,
     })
+}
+
+/// A hand-off's link sent to a client that opens links for its user: its answer awaited beside
+/// the hand-off (a decline ends it), its end told when the hand-off is over.
+struct AskedToOpen {
+    opener: Arc<dyn LinkOpener>,
+    id: String,
+    answer: tokio::task::JoinHandle<()>,
+}
+
+impl AskedToOpen {
+    async fn finish(self) {
+        self.answer.abort();
+        self.opener.finished(&self.id).await;
+    }
+}
+
+fn ask_to_open(
+    opener: Arc<dyn LinkOpener>,
+    hub: &Arc<LiveHub>,
+    message: &str,
+    url: &str,
+) -> AskedToOpen {
+    let id = crate::ids::unguessable("handoff-");
+    let (message, url, hub) = (message.to_string(), url.to_string(), hub.clone());
+    let (asking, asked_id) = (opener.clone(), id.clone());
+    let answer = tokio::spawn(async move {
+        if asking.open(&asked_id, &message, &url).await == LinkAnswer::Declined {
+            hub.declined();
+        }
+    });
+    AskedToOpen { opener, id, answer }
 }

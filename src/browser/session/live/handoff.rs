@@ -93,6 +93,8 @@ pub enum HandedBack {
     Until,
     /// Its time ran out.
     Timeout,
+    /// The agent's client said its user would not open the link (MCP URL elicitation).
+    Declined,
 }
 
 #[derive(Debug, Clone)]

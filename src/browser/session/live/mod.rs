@@ -277,6 +277,12 @@ impl LiveHub {
         handoff::end(&self.handoff, HandedBack::Person);
     }
 
+    /// The person will not come (their client declined the link): an open hand-off ends with
+    /// `declined`.
+    pub fn declined(&self) {
+        handoff::end(&self.handoff, HandedBack::Declined);
+    }
+
     /// Opens a hand-off (or keeps the one open, with the new message): a watcher ends it when
     /// `until` holds on the session's active tab, or at `handoff.ends`.
     pub fn begin_handoff(self: &Arc<Self>, handoff: Handoff) -> Arc<Handoff> {
