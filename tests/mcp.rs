@@ -34,8 +34,49 @@ async fn rest_tools() -> Vec<Value> {
     tools.as_array().unwrap().clone()
 }
 
+/// Where a schema has a property whose schema is a bare `true` or `false`: valid JSON Schema,
+/// but the TypeScript SDK's clients refuse the whole tool list over it.
+fn boolean_properties(schema: &Value, path: &str, found: &mut Vec<String>) {
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    for (key, value) in object {
+        match (key.as_str(), value) {
+            ("properties", Value::Object(properties)) => {
+                for (name, property) in properties {
+                    let here = format!("{path}.{name}");
+                    if property.is_boolean() {
+                        found.push(here.clone());
+                    }
+                    boolean_properties(property, &here, found);
+                }
+            }
+            (_, Value::Object(_)) => boolean_properties(value, &format!("{path}/{key}"), found),
+            (_, Value::Array(items)) => {
+                for item in items {
+                    boolean_properties(item, &format!("{path}/{key}[]"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 async fn check(report: &Value) {
     assert_eq!(report["server"], "webpilot");
+    let mut boolean = Vec::new();
+    for (name, tool) in report["tools"].as_object().unwrap() {
+        boolean_properties(&tool["parameters"], &format!("{name} input"), &mut boolean);
+        boolean_properties(
+            &tool["output_schema"],
+            &format!("{name} output"),
+            &mut boolean,
+        );
+    }
+    assert!(
+        boolean.is_empty(),
+        "property schemas that are booleans: {boolean:?}"
+    );
     let tools = report["tools"].as_object().unwrap();
     let rest = rest_tools().await;
     assert_eq!(tools.len(), rest.len());
@@ -367,4 +408,28 @@ async fn foreign_hosts_and_origins_are_refused() {
         "a local page"
     );
     assert_eq!(initialize_with(&[]).await, 200, "a client without Origin");
+}
+
+#[tokio::test]
+async fn the_official_conformance_suite_passes_all_it_can_run_against_a_browser_service() {
+    let endpoint = format!("{}/mcp", harness().api);
+    let baseline = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_conformance.yaml");
+    let results = tempfile::tempdir().unwrap();
+    let mut command = common::node::conformance_command();
+    command
+        .args(["server", "--url", &endpoint, "--expected-failures"])
+        .arg(&baseline)
+        .arg("--output-dir")
+        .arg(results.path());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("the conformance suite runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("Baseline check passed"), "{stdout}");
 }

@@ -50,6 +50,50 @@ pub fn playwright_home() -> &'static PathBuf {
     })
 }
 
+/// The official MCP conformance suite's version the tests run.
+const CONFORMANCE: &str = "0.1.16";
+
+/// Node.js 22 and the official MCP conformance suite from npm under target/mcp-conformance
+/// (the suite needs Node 22; Debian's is older): the command that runs the suite.
+pub fn conformance_command() -> Command {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    let home = HOME.get_or_init(|| {
+        let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-conformance");
+        let suite = "node_modules/@modelcontextprotocol/conformance/package.json";
+        let version = |home: &Path| {
+            let text = std::fs::read_to_string(home.join(suite)).ok()?;
+            let package: serde_json::Value = serde_json::from_str(&text).ok()?;
+            package["version"].as_str().map(str::to_string)
+        };
+        if version(&home).as_deref() != Some(CONFORMANCE) {
+            let _guard = install_lock(&home);
+            if version(&home).as_deref() != Some(CONFORMANCE) {
+                std::fs::create_dir_all(&home).unwrap();
+                std::fs::write(
+                    home.join("package.json"),
+                    "{\"name\":\"mcp-conformance\",\"private\":true}",
+                )
+                .unwrap();
+                let status = Command::new("npm")
+                    .arg("install")
+                    .arg("--prefix")
+                    .arg(&home)
+                    .args(["--no-audit", "--no-fund", "--loglevel=error", "node@22"])
+                    .arg(format!("@modelcontextprotocol/conformance@{CONFORMANCE}"))
+                    .status();
+                assert!(
+                    status.is_ok_and(|s| s.success()),
+                    "npm install of the MCP conformance suite failed"
+                );
+            }
+        }
+        home
+    });
+    let mut command = Command::new(home.join("node_modules/.bin/node"));
+    command.arg(home.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"));
+    command
+}
+
 fn installed(home: &Path) -> Option<String> {
     let text =
         std::fs::read_to_string(home.join("node_modules/@playwright/test/package.json")).ok()?;

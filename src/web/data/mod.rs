@@ -39,6 +39,8 @@ pub enum DataSource {
 /// What `extract=json` (`mode=json`) read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DataRead {
+    /// The data: one object, a list of them (selectors with `base`), or a spreadsheet's sheets
+    /// with their rows; null when nothing was found.
     pub data: Value,
     #[serde(rename = "data_source")]
     pub source: DataSource,
