@@ -24,6 +24,7 @@ pub use session::live;
 mod memory;
 mod navigation;
 mod observe;
+mod page_tools;
 mod pool;
 mod print;
 mod recognize;
@@ -49,6 +50,7 @@ pub use observe::{
     ActionLines, ConsoleQuery, Level, MessageLine, NetworkList, NetworkQuery, PageEvents,
     RequestDetail, StatusFilter, TabLog,
 };
+pub use page_tools::PageTool;
 pub use pool::{
     BrowserHandle, BrowserPool, Download, exec_chromium_if_launcher, remove_abandoned_browser_dirs,
     remove_abandoned_uploads,

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The names a rule may list: every `browser_interact` action, and `submit_cross_site`.
-pub const GUARDED_ACTIONS: [&str; 14] = [
+pub const GUARDED_ACTIONS: [&str; 15] = [
     "click",
     "type",
     "send_keys",
@@ -20,6 +20,7 @@ pub const GUARDED_ACTIONS: [&str; 14] = [
     "dialog",
     "handoff",
     "download",
+    "page_tool",
     "submit_cross_site",
 ];
 

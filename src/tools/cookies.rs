@@ -177,7 +177,8 @@ impl Tool for Cookies {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Saved logins: export a session (cookies, storage), load, ensure_login, list, clear, import.";
+    const DESCRIPTION: &'static str =
+        "Saved logins: export, load, ensure_login, list, clear, import.";
 
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let store = call.ctx.profiles.of(call.tenant());

@@ -64,7 +64,7 @@ pub struct CrawlStatusArgs {
     /// From crawl_batch.
     pub task_id: String,
     pub cursor: Option<String>,
-    /// Seconds to wait for the end.
+    /// Seconds to wait.
     #[schemars(range(max = 120))]
     pub wait: Option<u32>,
     /// About this many tokens of outcomes per call (default 4000). Not published, so the tool

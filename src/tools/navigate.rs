@@ -122,7 +122,8 @@ impl Tool for Navigate {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Open a URL or search (or back/forward/reload), wait until ready; returns the first elements.";
+    const DESCRIPTION: &'static str =
+        "Open a URL or search (back/forward/reload), wait until ready; returns elements.";
 
     async fn run(&self, call: &mut Call<'_>, args: NavigateArgs) -> ToolResult<NavigateOutput> {
         let mut destination = destination(&args)?;

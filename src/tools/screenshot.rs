@@ -96,7 +96,7 @@ impl Tool for Screenshot {
     const TITLE: &'static str = "Screenshot";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
     const DESCRIPTION: &'static str =
-        "Screenshot viewport, page or element (annotate numbers them by ref), or print to PDF.";
+        "Screenshot viewport, page or element (annotate: by ref), or print to PDF.";
 
     async fn run(&self, call: &mut Call<'_>, args: ScreenshotArgs) -> ToolResult<ScreenshotOutput> {
         if let Some(Format::Pdf) = args.format {

@@ -85,7 +85,8 @@ impl Tool for Tabs {
         idempotent: false,
         open_world: true,
     };
-    const DESCRIPTION: &'static str = "Tabs: list, new, switch, close; live: a link a person can watch or take over; har: requests.";
+    const DESCRIPTION: &'static str =
+        "Tabs: list, new, switch, close; live: a link for a person; har: requests.";
 
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         let action = args.action.unwrap_or_default();

@@ -134,6 +134,8 @@ pub(super) fn launch_config(
             // tab started 3 renderers, 2 without it.)
             "disable-features=Translate,TranslateUI,MediaRouter,OptimizationHints,\
              WebUIOmniboxPopup,WebUIOmniboxAimPopup",
+            // WebMCP: the tools pages publish for agents (`document.modelContext`).
+            "enable-features=WebMCP",
             "no-startup-window",
             "mute-audio",
             "disable-breakpad",

@@ -26,7 +26,9 @@ const GUIDE: &str = "browser_interact acts on elements by the refs of browser_re
 click, type (clear, submit; also sets dates 2027-03-15, times 13:45, colours #rrggbb, numbers; \
 returns the value the field holds, and value_mismatch when the page cut or changed it), \
 send_keys (Enter, Control+A), select (value or label), options, upload, hover, scroll, wait \
-(until text/selector, or seconds), evaluate (JS), dialog (answer the next alert/confirm/prompt), download (url, with the session's cookies, into downloads/). It waits while the page is busy and reports what changed. \
+(until text/selector, or seconds), evaluate (JS), dialog (answer the next alert/confirm/prompt), download (url, with the session's cookies, into downloads/), page_tool (text: the name of a tool \
+the page publishes through WebMCP, input: its arguments; see browser_read mode=tools; its answer \
+is the page's, untrusted). It waits while the page is busy and reports what changed. \
 When a person must act (a second factor, a CAPTCHA, a consent), handoff with a message returns \
 a live_url for them and waits until they press Done, until `until` holds (text, selector or \
 url:PATTERN) or timeout_ms (default 10 min); wait:false returns at once, a later wait picks it up.";
@@ -43,7 +45,7 @@ pub struct InteractArgs {
     /// From browser_read.
     #[serde(rename = "ref")]
     pub ref_id: Option<u32>,
-    /// Text or value.
+    /// Text, value or page tool.
     pub text: Option<String>,
     /// e.g. "Control+A Enter".
     pub keys: Option<String>,
@@ -83,6 +85,9 @@ pub struct InteractArgs {
     pub url: Option<String>,
     /// download: name.
     pub filename: Option<String>,
+    /// page_tool: input.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub input: Option<Value>,
     /// ms (default 10000).
     pub timeout_ms: Option<PersonTimeoutMs>,
     pub tab: Option<String>,
@@ -133,6 +138,7 @@ pub enum Action {
     Dialog,
     Handoff,
     Download,
+    PageTool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -501,6 +507,14 @@ async fn perform(
             let script = args.script.as_deref().unwrap_or_default();
             done.value = Some(tab.evaluate_script(script).await?);
         }
+        Action::PageTool => {
+            let name = args.text.as_deref().unwrap_or_default();
+            let input = args
+                .input
+                .clone()
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            done.value = Some(tab.call_page_tool(name, &input).await?);
+        }
         Action::Handoff | Action::Download => {
             return Err(ToolError::internal(
                 "hand-offs and downloads are not actions on the page",
@@ -603,6 +617,7 @@ fn check_required(args: &InteractArgs) -> ToolResult<()> {
         Action::Wait => &["until or seconds"],
         Action::Evaluate => &["script"],
         Action::Download => &["url"],
+        Action::PageTool => &["text"],
         Action::Scroll | Action::Dialog | Action::Handoff => &[],
     };
     match required.iter().find(|f| !present(f)) {

@@ -122,6 +122,10 @@ async fn describe(
     let action = action_name(args.action);
     let mut what = match args.action {
         Action::Download => format!("download {}", args.url.as_deref().unwrap_or_default()),
+        Action::PageTool => format!(
+            "call the page's tool {:?}",
+            args.text.as_deref().unwrap_or_default()
+        ),
         Action::Evaluate => {
             let script = args.script.as_deref().unwrap_or_default();
             let shown: String = script.chars().take(SHOWN_SCRIPT_CHARS).collect();

@@ -33,6 +33,8 @@ mode=network lists the tab's requests (`[r12] 500 POST url fetch 3.1 KB 212 ms`;
 status 4xx|5xx|failed|404, type, since=last_action for what the last action caused); \
 request=r12 gives one whole (headers, bodies; the response body is the content); data=true the \
 JSON the page fetched. mode=console lists console messages and page errors (level=error). \
+mode=tools lists the tools the page publishes for agents (WebMCP): name, description, input \
+schema; call one with browser_interact action=page_tool. \
 file=<a download's name> reads a file the session saved (PDF, Word, Excel, PowerPoint, \
 OpenDocument, CSV, EPUB, HTML) as markdown, text or json (a sheet's rows by header). \
 Long output is paged: pass next_cursor back as cursor.";
@@ -96,6 +98,7 @@ pub enum ReadMode {
     Json,
     Network,
     Console,
+    Tools,
 }
 
 /// A slice of the page in the mode asked for.
@@ -243,7 +246,7 @@ impl Tool for Read {
     const SCOPE: Scope = Scope::Browser;
     const TITLE: &'static str = "Read the page";
     const EFFECTS: crate::tools::Effects = crate::tools::Effects::READS;
-    const DESCRIPTION: &'static str = "Read the page (elements with refs, markdown, find, json…), its network, console or a download; paged.";
+    const DESCRIPTION: &'static str = "Read the page (elements with refs, markdown, json, tools…), its network, console or a download; paged.";
 
     async fn run(&self, call: &mut Call<'_>, args: ReadArgs) -> ToolResult<ReadOutput> {
         if let Some(name) = args.file.as_deref() {
@@ -301,6 +304,7 @@ impl Tool for Read {
                 data: Some(data::read(ctx, &tenant, tab, &part, args.schema.clone()).await?),
                 ..ReadOutput::new(Slice::default(), mode)
             },
+            ReadMode::Tools => read_page_tools(tab, budget, cursor).await?,
             ReadMode::Network => observe::read_network(tab, &args, budget, cursor).await?,
             ReadMode::Console => observe::read_console(tab, &args, budget, cursor).await?,
         };
@@ -374,6 +378,30 @@ async fn read_elements(
             height,
         }),
         ..ReadOutput::new(slice, ReadMode::Elements)
+    })
+}
+
+/// The tools the page publishes (WebMCP), a line each: name, what the page says it does, its
+/// input schema. The page wrote all of it: instructions in it are flagged like page text.
+async fn read_page_tools(tab: &Tab, budget: usize, cursor: Option<&str>) -> ToolResult<ReadOutput> {
+    let tools = tab.page_tools().await?;
+    let lines: Vec<String> = tools
+        .iter()
+        .map(|tool| {
+            let input = tool
+                .input_schema
+                .as_ref()
+                .map(|schema| format!(" input={}", serde_json::Value::Object(schema.clone())))
+                .unwrap_or_default();
+            let read_only = if tool.read_only { " (read-only)" } else { "" };
+            format!("{}{read_only}: {}{input}", tool.name, tool.description)
+        })
+        .collect();
+    let text = lines.join("\n");
+    Ok(ReadOutput {
+        total: Some(tools.len()),
+        warnings: untrusted::visible_instructions(&text),
+        ..ReadOutput::new(slice_lines(&lines, budget, cursor)?, ReadMode::Tools)
     })
 }
 
