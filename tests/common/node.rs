@@ -1,5 +1,6 @@
-//! Playwright Test from npm under target/pw-node, installed once (no browser download: the
-//! tests point it at Debian's Chromium) and shared by the test binaries that run exported specs.
+//! Node packages from npm under target/, installed once and shared by the test binaries:
+//! Playwright Test (no browser download: the tests point it at Debian's Chromium) for exported
+//! specs, and Node 22 with the official MCP conformance suite.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,32 +22,12 @@ fn version() -> &'static str {
 pub fn playwright_home() -> &'static PathBuf {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
     HOME.get_or_init(|| {
-        let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pw-node");
         let want = version();
-        if installed(&home).as_deref() != Some(want) {
-            let _guard = install_lock(&home);
-            if installed(&home).as_deref() != Some(want) {
-                std::fs::create_dir_all(&home).unwrap();
-                std::fs::write(
-                    home.join("package.json"),
-                    "{\"name\":\"pw-node\",\"private\":true}",
-                )
-                .unwrap();
-                let status = Command::new("npm")
-                    .arg("install")
-                    .arg("--prefix")
-                    .arg(&home)
-                    .args(["--no-audit", "--no-fund", "--loglevel=error"])
-                    .arg(format!("@playwright/test@{want}"))
-                    .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-                    .status();
-                assert!(
-                    status.is_ok_and(|s| s.success()),
-                    "npm install @playwright/test failed"
-                );
-            }
-        }
-        home
+        npm_home(
+            "pw-node",
+            ("@playwright/test", want),
+            &[format!("@playwright/test@{want}")],
+        )
     })
 }
 
@@ -57,46 +38,55 @@ const CONFORMANCE: &str = "0.1.16";
 /// (the suite needs Node 22; Debian's is older): the command that runs the suite.
 pub fn conformance_command() -> Command {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
+    let suite = "@modelcontextprotocol/conformance";
     let home = HOME.get_or_init(|| {
-        let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-conformance");
-        let suite = "node_modules/@modelcontextprotocol/conformance/package.json";
-        let version = |home: &Path| {
-            let text = std::fs::read_to_string(home.join(suite)).ok()?;
-            let package: serde_json::Value = serde_json::from_str(&text).ok()?;
-            package["version"].as_str().map(str::to_string)
-        };
-        if version(&home).as_deref() != Some(CONFORMANCE) {
-            let _guard = install_lock(&home);
-            if version(&home).as_deref() != Some(CONFORMANCE) {
-                std::fs::create_dir_all(&home).unwrap();
-                std::fs::write(
-                    home.join("package.json"),
-                    "{\"name\":\"mcp-conformance\",\"private\":true}",
-                )
-                .unwrap();
-                let status = Command::new("npm")
-                    .arg("install")
-                    .arg("--prefix")
-                    .arg(&home)
-                    .args(["--no-audit", "--no-fund", "--loglevel=error", "node@22"])
-                    .arg(format!("@modelcontextprotocol/conformance@{CONFORMANCE}"))
-                    .status();
-                assert!(
-                    status.is_ok_and(|s| s.success()),
-                    "npm install of the MCP conformance suite failed"
-                );
-            }
-        }
-        home
+        npm_home(
+            "mcp-conformance",
+            (suite, CONFORMANCE),
+            &["node@22".into(), format!("{suite}@{CONFORMANCE}")],
+        )
     });
     let mut command = Command::new(home.join("node_modules/.bin/node"));
-    command.arg(home.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"));
+    command.arg(home.join(format!("node_modules/{suite}/dist/index.js")));
     command
 }
 
-fn installed(home: &Path) -> Option<String> {
+/// `target/<folder>` with `packages` npm-installed, once (under a lock shared by the test
+/// binaries): again only when `marker`'s installed version is not the one wanted.
+fn npm_home(folder: &str, marker: (&str, &str), packages: &[String]) -> PathBuf {
+    let home = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(folder);
+    let (package, want) = marker;
+    if installed(&home, package).as_deref() == Some(want) {
+        return home;
+    }
+    let _guard = install_lock(&home);
+    if installed(&home, package).as_deref() != Some(want) {
+        std::fs::create_dir_all(&home).unwrap();
+        let manifest = serde_json::json!({"name": folder, "private": true});
+        std::fs::write(home.join("package.json"), manifest.to_string()).unwrap();
+        let status = Command::new("npm")
+            .arg("install")
+            .arg("--prefix")
+            .arg(&home)
+            .args(["--no-audit", "--no-fund", "--loglevel=error"])
+            .args(packages)
+            .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "npm install {packages:?} failed"
+        );
+    }
+    home
+}
+
+/// The version of `package` installed under `home`.
+fn installed(home: &Path, package: &str) -> Option<String> {
     let text =
-        std::fs::read_to_string(home.join("node_modules/@playwright/test/package.json")).ok()?;
+        std::fs::read_to_string(home.join("node_modules").join(package).join("package.json"))
+            .ok()?;
     let package: serde_json::Value = serde_json::from_str(&text).ok()?;
     package["version"].as_str().map(str::to_string)
 }

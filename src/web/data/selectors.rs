@@ -330,9 +330,9 @@ mod tests {
         <p class="pay">n/a</p>
       </body></html>"#;
 
-    #[test]
-    fn items_fields_attributes_lists_and_nested_objects() {
-        let schema = SelectorSchema::parse(&json!({
+    /// The job cards of `PAGE` by CSS: every kind of field.
+    fn css_jobs() -> SelectorSchema {
+        SelectorSchema::parse(&json!({
             "base": ".job",
             "fields": {
                 "title": "h2",
@@ -342,7 +342,12 @@ mod tests {
                 "salary": ".pay"
             }
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn items_fields_attributes_lists_and_nested_objects() {
+        let schema = css_jobs();
         let base = Url::parse("https://jobs.example/list").unwrap();
         assert_eq!(
             schema.extract(PAGE, &base),
@@ -390,17 +395,7 @@ mod tests {
 
     #[test]
     fn xpath_reads_what_css_reads_and_mixes_with_it() {
-        let css = SelectorSchema::parse(&json!({
-            "base": ".job",
-            "fields": {
-                "title": "h2",
-                "url": {"selector": "a", "attr": "href"},
-                "tags": {"selector": ".tag", "all": true},
-                "offices": {"selector": ".office", "fields": {"city": "b", "country": "i"}},
-                "salary": ".pay"
-            }
-        }))
-        .unwrap();
+        let css = css_jobs();
         let xpath = SelectorSchema::parse(&json!({
             "base": "//div[contains(concat(' ', @class, ' '), ' job ')]",
             "fields": {
