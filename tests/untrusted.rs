@@ -667,7 +667,14 @@ async fn tools_a_page_publishes_are_listed_called_and_ruled() {
     .await;
     let s = "page-tools";
     ok("browser_navigate", json!({"session": s, "target": url})).await;
-    let listed = ok("browser_read", json!({"session": s, "mode": "tools"})).await;
+    // The page registers its two tools as it loads; both are listed once registered.
+    let mut listed = Value::Null;
+    for _ in 0..100 {
+        listed = ok("browser_read", json!({"session": s, "mode": "tools"})).await;
+        if listed["total"] == 2 {
+            break;
+        }
+    }
     let content = listed["content"].as_str().unwrap();
     assert_eq!(listed["total"], 2, "{listed:#}");
     assert!(

@@ -29,7 +29,16 @@ pub struct PageTool {
 const LIST: &str = r#"(async () => {
   const context = document.modelContext;
   if (!context || typeof context.getTools !== 'function') return null;
-  const tools = await context.getTools();
+  let tools = await context.getTools();
+  if (tools.length === 0) {
+    // A page registers its tools as it loads, and registration completes after the call that
+    // asks for it: a page that has none yet gets a moment for its first.
+    await new Promise(done => {
+      context.addEventListener('toolchange', done, { once: true });
+      setTimeout(done, FIRST_TOOL_WAIT_MS);
+    });
+    tools = await context.getTools();
+  }
   return tools.map(t => ({
     name: String(t.name), description: String(t.description || ''),
     input_schema: t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : null,
@@ -37,10 +46,14 @@ const LIST: &str = r#"(async () => {
   }));
 })()"#;
 
+/// How long a page with WebMCP and no tool yet is given for its first.
+const FIRST_TOOL_WAIT_MS: u64 = 500;
+
 impl Tab {
     /// The tools the page publishes (none when it publishes none, or the browser has no WebMCP).
     pub async fn page_tools(&self) -> ToolResult<Vec<PageTool>> {
-        let listed = self.evaluate_raw(LIST).await?;
+        let script = LIST.replace("FIRST_TOOL_WAIT_MS", &FIRST_TOOL_WAIT_MS.to_string());
+        let listed = self.evaluate_raw(&script).await?;
         if listed.is_null() {
             return Ok(Vec::new());
         }

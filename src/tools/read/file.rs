@@ -92,7 +92,6 @@ async fn read_as(
         next_cursor: page.next_cursor.clone(),
     };
     Ok(ReadOutput {
-        title: Some(page.title.clone()).filter(|t| !t.is_empty()),
         data: page.data_read(),
         warnings,
         pdf: page.pdf,

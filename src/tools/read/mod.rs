@@ -142,9 +142,6 @@ pub struct ReadOutput {
     /// json: the data read, where from, and the schema's verdict.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     data: Option<crate::web::data::DataRead>,
-    /// file: its title.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    title: Option<String>,
     /// file: a PDF's pages and metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pdf: Option<crate::web::pdf::PdfInfo>,
@@ -177,7 +174,6 @@ impl ReadOutput {
             hidden_text_dropped: None,
             warnings: Vec::new(),
             data: None,
-            title: None,
             pdf: None,
             document: None,
         }
