@@ -345,6 +345,8 @@ async fn downloads_read_like_pages_as_text_and_rows() {
         clicked["downloads"][0]["file"], "prices.xlsx",
         "{clicked:#}"
     );
+    // The browser itself fetched it from the site.
+    assert!(received().contains(&("/docs".to_string(), "prices.xlsx".to_string())));
     // A click's download is read as soon as it is asked for, finished or not yet.
     let rows = ok(
         "browser_read",

@@ -25,7 +25,8 @@ pub struct PageTool {
     pub read_only: bool,
 }
 
-/// The page's tools as plain data; `null` where the browser has no WebMCP.
+/// The page's tools as plain data; `null` where the browser has no WebMCP. A page with WebMCP
+/// and no tool yet is given 500 ms for its first.
 const LIST: &str = r#"(async () => {
   const context = document.modelContext;
   if (!context || typeof context.getTools !== 'function') return null;
@@ -35,7 +36,7 @@ const LIST: &str = r#"(async () => {
     // asks for it: a page that has none yet gets a moment for its first.
     await new Promise(done => {
       context.addEventListener('toolchange', done, { once: true });
-      setTimeout(done, FIRST_TOOL_WAIT_MS);
+      setTimeout(done, 500);
     });
     tools = await context.getTools();
   }
@@ -46,14 +47,10 @@ const LIST: &str = r#"(async () => {
   }));
 })()"#;
 
-/// How long a page with WebMCP and no tool yet is given for its first.
-const FIRST_TOOL_WAIT_MS: u64 = 500;
-
 impl Tab {
     /// The tools the page publishes (none when it publishes none, or the browser has no WebMCP).
     pub async fn page_tools(&self) -> ToolResult<Vec<PageTool>> {
-        let script = LIST.replace("FIRST_TOOL_WAIT_MS", &FIRST_TOOL_WAIT_MS.to_string());
-        let listed = self.evaluate_raw(&script).await?;
+        let listed = self.evaluate_raw(LIST).await?;
         if listed.is_null() {
             return Ok(Vec::new());
         }

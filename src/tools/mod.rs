@@ -163,6 +163,9 @@ pub struct ToolOutput {
     /// A file the tool wrote (a HAR), returned as the response only to a REST client that asks
     /// for its type in `Accept`; every other front has its path in the JSON.
     pub file: Option<Image>,
+    /// Files the call wrote for the caller (a download, a saved screenshot or PDF, a HAR file),
+    /// for fronts that link to them (MCP resources).
+    pub saved: Vec<std::path::PathBuf>,
     /// `5 results`, `1234 chars`, `image/png image`: the agent loop's summaries end with it.
     pub summary: String,
 }

@@ -112,6 +112,7 @@ impl Tool for Screenshot {
         let picture = call.tab().await?.capture(&shot).await?;
         if let Some(path) = &save_path {
             write_file(path, &picture.bytes)?;
+            call.wrote(path.clone());
         }
         let output = ScreenshotOutput {
             format: picture.kind.mime(),
@@ -153,6 +154,7 @@ async fn print(call: &mut Call<'_>, args: &ScreenshotArgs) -> ToolResult<Screens
     let document = call.tab().await?.print_pdf(printing).await?;
     if let Some(path) = &save_path {
         write_file(path, &document)?;
+        call.wrote(path.clone());
     }
     let output = ScreenshotOutput {
         format: PDF_MIME,

@@ -105,7 +105,9 @@ impl Tool for Tabs {
         match action {
             Action::List => {}
             Action::Har => {
-                har = Some(session.save_har(&data_dir, args.tab.as_deref()).await?);
+                let saved = session.save_har(&data_dir, args.tab.as_deref()).await?;
+                call.wrote(saved.path.clone());
+                har = Some(saved);
             }
             Action::Live => {
                 // Something to show the person.

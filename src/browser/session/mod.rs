@@ -308,10 +308,7 @@ const ENDPOINT_PROBE_EVERY: Duration = Duration::from_secs(2);
 
 impl Session {
     fn downloads_dir(&self, data_dir: &std::path::Path) -> PathBuf {
-        self.tenant
-            .data_dir(data_dir)
-            .join("downloads")
-            .join(self.name.folder())
+        self.tenant.downloads_dir(data_dir, &self.name)
     }
 
     fn new(tenant: Arc<Tenant>, name: SessionName, scratch: bool, place: Place) -> Arc<Self> {

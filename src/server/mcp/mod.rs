@@ -169,8 +169,7 @@ impl McpFront {
                     }
                 }));
                 // A saved file is also a resource the client can read by its link.
-                let saved = resources::saved_paths(&output.json);
-                content.extend(saved.iter().filter_map(|path| {
+                content.extend(output.saved.iter().filter_map(|path| {
                     resources::link_for(&self.app, &caller.tenant, path)
                         .map(ContentBlock::resource_link)
                 }));

@@ -8,19 +8,18 @@
 //! `resources/list` shows the downloads of the sessions this connection used, the tenant's
 //! screenshots and its latest crawl tasks; `resources/read` takes any URI of the tenant's. A
 //! URI of another tenant's reads as one that does not exist. Tool results that saved a file
-//! carry a `resource_link` to it (`links`).
+//! carry a `resource_link` to it (`link_for`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use rmcp::ErrorData;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
-use serde_json::Value;
 
 use crate::app::App;
 use crate::ids::SessionName;
-use crate::tenancy::Tenant;
+use crate::tenancy::{Tenant, downloads};
 
 const SCHEME: &str = "webpilot://";
 /// What a URI's path segment keeps as it is: RFC 3986's unreserved characters.
@@ -89,14 +88,9 @@ impl Kept {
     }
 }
 
-/// A file name with no path in it.
+/// A name a URI may give a saved file: a plain name of a complete file.
 fn plain_file(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && !name.ends_with(".part")
-        && !name.ends_with(".crdownload")
+    downloads::is_file_name(name) && !downloads::is_partial(name)
 }
 
 /// The URI templates clients fill in.
@@ -136,8 +130,8 @@ pub async fn list(app: &App, tenant: &Tenant, sessions: &[SessionName]) -> Vec<R
     let root = tenant.data_dir(&app.config.data_dir);
     let mut listed = Vec::new();
     for session in sessions {
-        let dir = downloads_dir(&root, session);
-        for (file, size) in files_in(&dir).await {
+        let dir = tenant.downloads_dir(&app.config.data_dir, session);
+        for (file, size) in downloads::complete_files(&dir).await {
             let kept = Kept::Download {
                 session: session.clone(),
                 file: file.clone(),
@@ -145,7 +139,7 @@ pub async fn list(app: &App, tenant: &Tenant, sessions: &[SessionName]) -> Vec<R
             listed.push(resource(&kept, &file, size));
         }
     }
-    for (file, size) in files_in(&root.join("screenshots")).await {
+    for (file, size) in downloads::complete_files(&root.join("screenshots")).await {
         let kept = Kept::Screenshot { file: file.clone() };
         listed.push(resource(&kept, &file, size));
     }
@@ -171,7 +165,9 @@ pub async fn read(app: &App, tenant: &Tenant, uri: &str) -> Result<ReadResourceR
     let root = tenant.data_dir(&app.config.data_dir);
     let contents = match &kept {
         Kept::Download { session, file } => {
-            let path = downloads_dir(&root, session).join(file);
+            let path = tenant
+                .downloads_dir(&app.config.data_dir, session)
+                .join(file);
             file_contents(&path, uri, app.config.files.max_bytes).await?
         }
         Kept::Screenshot { file } => {
@@ -220,27 +216,6 @@ pub fn link_for(app: &App, tenant: &Tenant, path: &Path) -> Option<Resource> {
     Some(resource(&kept, &file, size))
 }
 
-/// The paths a tool result names as saved files: `path` and `saved` fields at any depth.
-pub fn saved_paths(result: &Value) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![result];
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::Object(map) => {
-                for (key, inner) in map {
-                    match (key.as_str(), inner) {
-                        ("path" | "saved", Value::String(path)) => found.push(PathBuf::from(path)),
-                        _ => stack.push(inner),
-                    }
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    found
-}
-
 /// Sends `notifications/resources/updated` for `uri` on every progress of the crawl task it
 /// names until the task ends, the client goes or `stop` is cancelled. Only crawl tasks change
 /// while they are watched; another URI is refused.
@@ -286,30 +261,6 @@ pub async fn watch(
         }
     });
     Ok(())
-}
-
-/// A session's downloads folder (as `SessionGuard::downloads_dir` names it).
-fn downloads_dir(root: &Path, session: &SessionName) -> PathBuf {
-    root.join("downloads").join(session.folder())
-}
-
-/// The complete files in `dir`, by name, with their sizes.
-async fn files_in(dir: &Path) -> Vec<(String, u64)> {
-    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
-        return Vec::new();
-    };
-    let mut files = Vec::new();
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        let Ok(meta) = entry.metadata().await else {
-            continue;
-        };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if meta.is_file() && plain_file(&name) && !name.starts_with('.') {
-            files.push((name, meta.len()));
-        }
-    }
-    files.sort();
-    files
 }
 
 async fn file_contents(

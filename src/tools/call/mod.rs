@@ -114,6 +114,7 @@ pub struct Call<'a> {
     used_tab: Option<String>,
     images: Vec<Image>,
     file: Option<Image>,
+    saved: Vec<std::path::PathBuf>,
     /// The element the call's action is about to act on, for the session's trace.
     target: Option<crate::browser::ElementIdentity>,
     /// Whether the caller gets page text in marked blocks by default.
@@ -324,6 +325,11 @@ impl<'a> Call<'a> {
         self.file = Some(Image { mime, data });
     }
 
+    /// Notes a file the call wrote for the caller, for fronts that link to saved files.
+    pub fn wrote(&mut self, path: std::path::PathBuf) {
+        self.saved.push(path);
+    }
+
     /// Where the call ran: the session, and the tab it used (else the active one) with its
     /// URL and title, when the session was opened and the tab is still there.
     async fn place(&mut self) -> Place {
@@ -508,6 +514,7 @@ async fn respond<T: Tool>(
         used_tab: None,
         images: Vec::new(),
         file: None,
+        saved: Vec::new(),
         target: None,
         boundaries: caller.boundaries || ctx.config.content_boundaries,
     };
@@ -546,6 +553,7 @@ async fn finish<T: Tool>(
         json,
         images: std::mem::take(&mut call.images),
         file: call.file.take(),
+        saved: std::mem::take(&mut call.saved),
         summary,
     })
 }

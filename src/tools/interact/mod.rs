@@ -455,6 +455,7 @@ async fn download(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<Intera
             config.downloads.max_bytes,
         )
         .await?;
+    call.wrote(saved.path.clone());
     let mut done = Done::of(Action::Download);
     done.download = Some(saved);
     Ok(InteractOutput::of(done))

@@ -10,6 +10,7 @@ use super::{ReadArgs, ReadMode, ReadOutput, untrusted};
 use crate::error::{ToolError, ToolResult};
 use crate::pages::PageOptions;
 use crate::pages::paging::{self, Slice};
+use crate::tenancy::downloads;
 use crate::tools::Call;
 use crate::web::extract::{ExtractKind, TextFormat};
 
@@ -102,12 +103,7 @@ async fn read_as(
 
 /// The path of the session's download `name`: a plain file name in its downloads folder.
 async fn saved_file(call: &mut Call<'_>, name: &str) -> ToolResult<PathBuf> {
-    let plain = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && name.len() <= 255;
-    if !plain {
+    if !downloads::is_file_name(name) {
         return Err(ToolError::invalid(format!(
             "field `file` is a download's file name, not a path: {name:?}"
         ))
@@ -122,7 +118,7 @@ async fn saved_file(call: &mut Call<'_>, name: &str) -> ToolResult<PathBuf> {
         if tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_file()) {
             return Ok(path);
         }
-        let on_its_way = call.tab().await?.downloading(name) || downloading(&dir).await;
+        let on_its_way = call.tab().await?.downloading(name) || downloads::writing(&dir).await;
         if std::time::Instant::now() >= until || !on_its_way {
             break;
         }
@@ -143,38 +139,12 @@ async fn saved_file(call: &mut Call<'_>, name: &str) -> ToolResult<PathBuf> {
     )
 }
 
-/// The names of the files in a downloads folder (complete ones), sorted, at most `NAMES_LISTED`.
-pub(crate) async fn download_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = folder_files(dir)
-        .await
+/// The names of the complete files in a downloads folder, at most `NAMES_LISTED`.
+async fn download_names(dir: &Path) -> Vec<String> {
+    let files = downloads::complete_files(dir).await;
+    files
         .into_iter()
-        .filter(|name| !is_partial(name) && !name.starts_with('.'))
-        .collect();
-    names.sort();
-    names.truncate(NAMES_LISTED);
-    names
-}
-
-/// Whether a download is being written into `dir`.
-async fn downloading(dir: &Path) -> bool {
-    folder_files(dir).await.iter().any(|name| is_partial(name))
-}
-
-/// Chromium and `action=download` write a file beside its name until it completes.
-fn is_partial(name: &str) -> bool {
-    name.ends_with(".crdownload") || name.ends_with(".part")
-}
-
-/// The names of the files in `dir` (none when it does not exist).
-async fn folder_files(dir: &Path) -> Vec<String> {
-    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
-        return Vec::new();
-    };
-    let mut names = Vec::new();
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        if entry.file_type().await.is_ok_and(|t| t.is_file()) {
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
-    }
-    names
+        .take(NAMES_LISTED)
+        .map(|(name, _)| name)
+        .collect()
 }
