@@ -128,19 +128,27 @@ pub(super) fn launch_config(
             "disable-sync",
             "no-first-run",
             "disable-dev-shm-usage",
-            // The omnibox popup is WebUI with a renderer of its own per window, so per
-            // browser context: headless never shows it, and every session and render paid a
-            // process for it. (Measured with SystemInfo.getProcessInfo: a new context's first
-            // tab started 3 renderers, 2 without it.)
-            "disable-features=Translate,TranslateUI,MediaRouter,OptimizationHints,\
-             WebUIOmniboxPopup,WebUIOmniboxAimPopup",
-            // WebMCP: the tools pages publish for agents (`document.modelContext`).
-            "enable-features=WebMCP",
             "no-startup-window",
             "mute-audio",
             "disable-breakpad",
             "disable-crash-reporter",
         ])
+        // Feature lists go as key and values, which BrowserConfig merges with its own
+        // `--enable-features`/`--disable-features`: as plain strings they would be second
+        // switches of the same name, and Chromium keeps only one of them, whichever its
+        // (unordered) argument map puts last.
+        //
+        // The omnibox popup is WebUI with a renderer of its own per window, so per browser
+        // context: headless never shows it, and every session and render paid a process for
+        // it. (Measured with SystemInfo.getProcessInfo: a new context's first tab started 3
+        // renderers, 2 without it.)
+        .arg((
+            "disable-features",
+            "Translate,TranslateUI,MediaRouter,OptimizationHints,WebUIOmniboxPopup,\
+             WebUIOmniboxAimPopup",
+        ))
+        // WebMCP: the tools pages publish for agents (`document.modelContext`).
+        .arg(("enable-features", "WebMCP"))
         .arg(("proxy-server", proxy))
         .arg(("proxy-bypass-list", NO_BYPASS))
         // WebRTC's UDP does not go through a proxy: none at all, rather than unchecked.
