@@ -885,3 +885,95 @@ async fn re_crawl(harness: &Harness, first: u32) {
         assert_eq!(seen, ["", &format!("\"v1-{i}\"")[..]], "{asked:?}");
     }
 }
+
+#[tokio::test]
+async fn a_cancelled_task_fetches_nothing_more() {
+    cancelled(service(), "sqlite").await;
+}
+
+#[tokio::test]
+async fn a_cancelled_task_fetches_nothing_more_on_postgresql() {
+    if let Some(harness) = postgres_service() {
+        cancelled(harness, "postgresql").await;
+    }
+}
+
+/// Six slow pages read one at a time, cancelled while the first is read: the rest are skipped
+/// as cancelled, the page being read is not recorded, and the site is asked for nothing more,
+/// not even once the page in flight has answered.
+async fn cancelled(harness: &Harness, store: &str) {
+    use common::web_fixtures::{SLOW_ANSWERED, SLOW_ASKED};
+    let api = &harness.api;
+    let token = format!("{store}-{}", std::process::id());
+    let urls: Vec<String> = (0..6)
+        .map(|n| harness.page(&format!("crawl/slow/{token}-{n}")))
+        .collect();
+    let (status, created) = call_at(
+        api,
+        "crawl_batch",
+        json!({"urls": urls, "mode": "http", "parallel": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    let first = format!("{token}-0");
+    let asked = |name: String| async move { SLOW_ASKED.lock().unwrap().contains(&name) };
+    eventually("the first page asked for", Duration::from_secs(10), || {
+        asked(first.clone())
+    })
+    .await;
+    let tasks = format!("{api}/api/crawler/tasks/{id}");
+    let response = client().delete(&tasks).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let summary: Value = response.json().await.unwrap();
+    assert_eq!(summary["status"], "cancelled", "{summary:#}");
+    let again = client().delete(&tasks).send().await.unwrap();
+    assert_eq!(again.status(), 400);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["error"]["code"], "INVALID_ARGUMENT");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already cancelled"),
+        "{again:#}"
+    );
+    // The page in flight answers; a task that went on would ask for the next one at once, so
+    // a whole task read after that would see it asked.
+    let answered = |name: String| async move { SLOW_ANSWERED.lock().unwrap().contains(&name) };
+    eventually(
+        "the page in flight answered",
+        Duration::from_secs(10),
+        || answered(first.clone()),
+    )
+    .await;
+    let after = json!({"urls": [harness.page("crawl/page/77")], "mode": "http"});
+    crawl_to_completion(api, after, Duration::from_secs(20)).await;
+    let fetched: Vec<String> = SLOW_ASKED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|name| name.starts_with(&token))
+        .cloned()
+        .collect();
+    assert_eq!(fetched, [first], "only the page in flight was fetched");
+    let (_, report) = call_at(api, "crawl_status", json!({"task_id": id})).await;
+    assert_eq!(report["status"], "cancelled", "{report:#}");
+    assert_eq!(report["progress"], report["total"], "{report:#}");
+    assert_eq!(report["results"], json!([]), "{report:#}");
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 6, "{report:#}");
+    assert!(
+        skipped.iter().all(|s| s["reason"] == "cancelled"),
+        "{report:#}"
+    );
+    let listed = get_json(&format!("{api}/api/crawler/tasks?status=cancelled")).await;
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_id"] == id.as_str()),
+        "{listed:#}"
+    );
+}

@@ -337,6 +337,93 @@ fn check_resources(report: &Value) {
     assert_eq!(r["crawl_resource"]["results"].as_array().unwrap().len(), 4);
 }
 
+/// crawl_batch as a 2025-11-25 task: advertised, created, polled, its result fetched with the
+/// related-task mark, listed; cancelled while it runs, after which the site is asked for no
+/// more of its pages; unknown tasks and tools without task support are protocol errors.
+fn check_tasks(report: &Value) {
+    assert_eq!(
+        report["tasks_capability"],
+        serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{report:#}"
+    );
+    let tools = report["tools"].as_object().unwrap();
+    assert_eq!(
+        tools["crawl_batch"]["execution"],
+        serde_json::json!({"taskSupport": "optional"})
+    );
+    assert_eq!(tools["browser_navigate"]["execution"], Value::Null);
+    let t = &report["tasks"];
+    let created = &t["created"];
+    assert!(
+        matches!(created["status"].as_str(), Some("working" | "completed")),
+        "{t:#}"
+    );
+    assert!(
+        created["createdAt"].as_str().unwrap().ends_with('Z'),
+        "{t:#}"
+    );
+    assert!(created["pollInterval"].as_u64().unwrap() > 0, "{t:#}");
+    let polled = t["polled"].as_array().unwrap();
+    assert_eq!(polled.last().unwrap(), "completed", "{t:#}");
+    assert_eq!(t["result_error"], false, "{t:#}");
+    assert_eq!(t["result"]["status"], "completed", "{t:#}");
+    assert_eq!(t["result"]["results"].as_array().unwrap().len(), 3, "{t:#}");
+    let task_id = created["taskId"].as_str().unwrap();
+    assert_eq!(t["result"]["task_id"], task_id);
+    assert_eq!(
+        t["result_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id
+    );
+    assert!(
+        t["listed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|id| id == task_id),
+        "{t:#}"
+    );
+    assert_eq!(t["slow_status"], "working", "{t:#}");
+    assert_eq!(t["cancelled"], "cancelled", "{t:#}");
+    assert_eq!(t["after_cancel"], "cancelled", "{t:#}");
+    assert!(t["cancel_ms"].as_u64().unwrap() < 1000, "{t:#}");
+    assert!(
+        t["cancel_again"]
+            .as_str()
+            .unwrap()
+            .contains("already cancelled"),
+        "{t:#}"
+    );
+    assert!(
+        t["unknown_task"]
+            .as_str()
+            .unwrap()
+            .contains("no crawl task"),
+        "{t:#}"
+    );
+    assert!(
+        t["not_a_task_tool"]
+            .as_str()
+            .unwrap()
+            .contains("browser_tabs"),
+        "{t:#}"
+    );
+    let slow = &t["slow_report"];
+    assert_eq!(slow["status"], "cancelled", "{slow:#}");
+    assert_eq!(slow["progress"], slow["total"], "{slow:#}");
+    let cancelled = slow["skipped"].as_array().unwrap();
+    assert!(cancelled.len() >= 4, "{slow:#}");
+    assert!(
+        cancelled.iter().all(|s| s["reason"] == "cancelled"),
+        "{slow:#}"
+    );
+    // The server saw the one page read when the task was cancelled, perhaps a second that had
+    // started, and nothing after: the rest were never fetched.
+    let token = t["slow_token"].as_str().unwrap();
+    let asked = common::web_fixtures::SLOW_ASKED.lock().unwrap().clone();
+    let fetched = asked.iter().filter(|name| name.starts_with(token)).count();
+    assert!((1..=2).contains(&fetched), "{asked:?}");
+}
+
 /// A hand-off to a client that opens links: the live view by URL elicitation, Done pressed by
 /// the person it opened the link for, the completion for the same id; a decline ends the next.
 fn check_url_elicitation(report: &Value) {
@@ -365,6 +452,7 @@ async fn stdio_serves_the_same_tools() {
     let report = drive("stdio", env!("CARGO_BIN_EXE_webpilot")).await;
     check(&report).await;
     check_resources(&report);
+    check_tasks(&report);
 }
 
 #[tokio::test]
@@ -374,6 +462,8 @@ async fn streamable_http_serves_the_same_tools_and_isolates_clients() {
     check(&first).await;
     check(&second).await;
     check_resources(&first);
+    check_tasks(&first);
+    check_tasks(&second);
     check_url_elicitation(&first["url_elicitation"]);
     assert_ne!(
         first["session"], second["session"],

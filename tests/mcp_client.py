@@ -186,6 +186,55 @@ async def resources(session, spa_url):
     return report
 
 
+async def crawl_tasks(session, spa_url):
+    """crawl_batch as a task (the 2025-11-25 tasks): created, polled to its end, its result
+    fetched and listed; a second task, of slow pages read one at a time, cancelled while it
+    runs. Another connection's task is not among the listed unless it is the same tenant's."""
+    report = {}
+    origin = spa_url.rsplit("/", 1)[0]
+    urls = [f"{origin}/crawl/page/{n}" for n in range(3)]
+    created = await session.experimental.call_tool_as_task(
+        "crawl_batch", {"urls": urls, "mode": "http", "max_tokens": 50}, ttl=600000)
+    task_id = created.task.taskId
+    report["created"] = created.task.model_dump(mode="json", exclude_none=True)
+    report["polled"] = [status.status async for status in session.experimental.poll_task(task_id)]
+    result = await session.experimental.get_task_result(task_id, types.CallToolResult)
+    report["result_error"] = result.isError
+    report["result"] = result.structuredContent
+    report["result_meta"] = result.meta
+    report["listed"] = [t.taskId for t in (await session.experimental.list_tasks()).tasks]
+    token = f"cancel-{os.getpid()}-{int(time.monotonic() * 1000)}"
+    slow = [f"{origin}/crawl/slow/{token}-{n}" for n in range(6)]
+    second = await session.experimental.call_tool_as_task(
+        "crawl_batch", {"urls": slow, "mode": "http", "max_tokens": 50, "parallel": 1})
+    slow_id = second.task.taskId
+    report["slow_token"] = token
+    report["slow_status"] = (await session.experimental.get_task(slow_id)).status
+    started = time.monotonic()
+    cancelled = await session.experimental.cancel_task(slow_id)
+    report["cancelled"] = cancelled.status
+    report["cancel_ms"] = int((time.monotonic() - started) * 1000)
+    report["after_cancel"] = (await session.experimental.get_task(slow_id)).status
+    try:
+        await session.experimental.cancel_task(slow_id)
+        report["cancel_again"] = "accepted"
+    except Exception as error:
+        report["cancel_again"] = str(error)
+    try:
+        await session.experimental.get_task("no-such-task")
+        report["unknown_task"] = "found"
+    except Exception as error:
+        report["unknown_task"] = str(error)
+    try:
+        await session.experimental.call_tool_as_task("browser_tabs", {"action": "list"})
+        report["not_a_task_tool"] = "accepted"
+    except Exception as error:
+        report["not_a_task_tool"] = str(error)
+    slow_status = await session.call_tool("crawl_status", {"task_id": slow_id})
+    report["slow_report"] = json.loads(text_of(slow_status))
+    return report
+
+
 async def person_presses_done(session, url, report):
     """The person: a second browser session opens the live-view link and presses Done."""
     try:
@@ -260,11 +309,15 @@ async def scenario(session, spa_url):
     report = {}
     init = await session.initialize()
     report["server"] = init.serverInfo.name
+    tasks = init.capabilities.tasks
+    report["tasks_capability"] = tasks.model_dump(mode="json", exclude_none=True) if tasks else None
     tools = await session.list_tools()
     report["tools"] = {t.name: {"description": t.description, "parameters": t.inputSchema,
                                 "output_schema": t.outputSchema, "title": t.title,
                                 "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
-                                if t.annotations else None} for t in tools.tools}
+                                if t.annotations else None,
+                                "execution": t.execution.model_dump(mode="json", exclude_none=True)
+                                if t.execution else None} for t in tools.tools}
     session = Checked(session, {t.name: t.outputSchema for t in tools.tools})
     nav = await session.call_tool("browser_navigate", {"target": spa_url})
     report["navigate_error"] = nav.isError
@@ -326,6 +379,7 @@ async def scenario(session, spa_url):
     report.update(await prompts_and_logging(session.session, spa_url))
     report["cancelled"] = await cancelled_navigation(session.session, spa_url)
     report["resources"] = await resources(session.session, spa_url)
+    report["tasks"] = await crawl_tasks(session.session, spa_url)
     return report
 
 

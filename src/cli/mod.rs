@@ -205,7 +205,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             // Hand-offs link to a live view; over stdio there is no other server to give it.
             crate::server::serve_live_view(&app).await?;
             let front = crate::server::mcp::McpFront::new(app.clone());
-            let served = front.serve(rmcp::transport::stdio()).await;
+            let stdio = crate::server::mcp::stdio(app.clone(), app.tenants.operator());
+            let served = front.serve(stdio).await;
             // Ends when the client closes stdin, or on SIGTERM/SIGINT (how MCP clients escalate),
             // and either way closes Chromium before exiting.
             let result = match served {

@@ -82,6 +82,8 @@ pub enum SkipReason {
     MaxPages,
     /// Another URL of the task is the same page (a redirect led there).
     Duplicate,
+    /// The task was cancelled before its turn came.
+    Cancelled,
 }
 
 /// A URL the crawl found, as the store keeps it.

@@ -285,6 +285,44 @@ impl Crawler {
         self.webhooks.task_secret(id)
     }
 
+    /// Cancels `tenant`'s pending or running task on every instance: URLs not read yet are
+    /// skipped as cancelled, pages being read are not recorded, no further page is fetched, and
+    /// the task's subscribers and webhook hear `cancelled`. A finished task stays as it is.
+    pub async fn cancel(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
+        let before = self.summary(tenant, id).await?;
+        let cancelled =
+            !before.status.is_finished() && self.store.cancel(id).await.map_err(database_error)?;
+        let summary = self.summary(tenant, id).await?;
+        if !cancelled {
+            return Err(ToolError::invalid(format!(
+                "crawl task {id:?} is already {}",
+                summary.status.as_str()
+            ))
+            .with_hint(
+                "only a pending or running task can be cancelled; crawl_status reads its results",
+            ));
+        }
+        self.robots.forget(id);
+        let counts = self.store.counts(id).await.map_err(database_error)?;
+        if let (Some(url), Some(owner)) =
+            (&summary.options.webhook, self.tenants.named(tenant.name()))
+        {
+            let event = json!({ "event": "cancelled", "task_id": id, "total": summary.total,
+                "progress": counts.finished, "errors": counts.failed, "skipped": counts.skipped });
+            self.webhooks.send(&owner, id, url, event, true);
+        }
+        self.announce(CrawlEvent::Done {
+            task_id: id.to_string(),
+            status: TaskStatus::Cancelled,
+            progress: counts.finished,
+            total: summary.total,
+            errors: counts.failed,
+            skipped: counts.skipped,
+        })
+        .await;
+        Ok(summary)
+    }
+
     /// Resolves once the service shuts down: every task stops where it is, items in flight
     /// stay pending (not failed), so the next start reads them again.
     async fn stopped(&self) {

@@ -13,6 +13,8 @@ pub enum TaskStatus {
     Completed,
     /// Every URL failed.
     Failed,
+    /// Stopped by its caller: what was not read yet is skipped as `cancelled`.
+    Cancelled,
 }
 
 impl TaskStatus {
@@ -22,18 +24,28 @@ impl TaskStatus {
             TaskStatus::Running => "running",
             TaskStatus::Completed => "completed",
             TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
         }
     }
 
     pub(crate) fn parse(text: &str) -> Option<Self> {
-        [Self::Pending, Self::Running, Self::Completed, Self::Failed]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 
     /// Whether nothing more will happen to the task.
     pub fn is_finished(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! REST for batch crawls: `POST /api/crawler/tasks` (crawl_batch arguments), `GET
 //! /api/crawler/tasks?status=&limit=`, `GET /api/crawler/tasks/{id}` (crawl_status) and `GET
-//! /api/crawler/tasks/{id}/events` (SSE: one `progress` event per finished URL, then `done`).
+//! /api/crawler/tasks/{id}/events` (SSE: one `progress` event per finished URL, then `done`),
+//! `DELETE /api/crawler/tasks/{id}` (cancels it).
 //!
 //! Creating a task and reading one are calls of crawl_batch and crawl_status through the
 //! registry, as on every front (rates, spans, metrics, errors). The list and the event stream
@@ -19,7 +20,7 @@ use utoipa::IntoParams;
 use super::auth::CallerTenant;
 use super::reply::{broadcast_events, event, parse_body, parse_query};
 use crate::app::App;
-use crate::crawl::{TaskList, TaskStatus};
+use crate::crawl::{TaskList, TaskStatus, TaskSummary};
 use crate::error::{ErrorBody, ToolError};
 use crate::tools::Caller;
 
@@ -32,7 +33,7 @@ const STATUS_TOOL: &str = "crawl_status";
 pub(super) fn routes(app: App) -> Router {
     Router::new()
         .route("/api/crawler/tasks", get(list).post(create))
-        .route("/api/crawler/tasks/{id}", get(status))
+        .route("/api/crawler/tasks/{id}", get(status).delete(cancel))
         .route("/api/crawler/tasks/{id}/events", get(events))
         .with_state(app)
 }
@@ -80,10 +81,30 @@ async fn status(
     Ok(Json(output.json))
 }
 
+/// Cancels a pending or running task: URLs not read yet are skipped as `cancelled`, no further
+/// page is fetched. Answers the task's summary.
+#[utoipa::path(delete, path = "/api/crawler/tasks/{id}", tag = "crawler",
+    params(("id" = String, Path, description = "The task_id crawl_batch returned.")),
+    responses(
+        (status = 200, description = "The cancelled task's status and counts.", body = Object),
+        (status = 400, description = "INVALID_ARGUMENT: the task had already finished", body = ErrorBody),
+        (status = 404, description = "NO_SUCH_TASK", body = ErrorBody),
+        (status = 429, description = "LIMIT: the tenant's rate of crawl_status", body = ErrorBody),
+    ))]
+async fn cancel(
+    State(app): State<App>,
+    CallerTenant(tenant): CallerTenant,
+    Path(id): Path<String>,
+) -> Result<Json<TaskSummary>, ToolError> {
+    app.registry
+        .admit(STATUS_TOOL, &Caller::new(tenant.clone()))?;
+    Ok(Json(app.crawler.cancel(&tenant, &id).await?))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    /// Only tasks in this state (pending, running, completed, failed).
+    /// Only tasks in this state (pending, running, completed, failed, cancelled).
     #[param(value_type = Option<String>)]
     status: Option<TaskStatus>,
     /// At most this many, newest first (default 50, at most 1000).

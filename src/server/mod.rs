@@ -42,7 +42,15 @@ pub fn router(app: App) -> Router {
     // Checked at start (Config::validate).
     let proxies = app.config.proxy_networks().unwrap_or_default();
     let auth = auth::Auth::new(app.tenants.clone(), app.registry.clone(), proxies);
-    let mcp = mcp_service(&app);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let door = mcp::TaskDoor {
+        app: app.clone(),
+        sessions: sessions.clone(),
+    };
+    // Crawls as MCP tasks are answered in front of rmcp, inside auth (the tenant is known).
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp_service(&app, sessions))
+        .layer(axum::middleware::from_fn_with_state(door, mcp::intercept));
     let routing = app.clone();
     let bodies = bodies::BodyBudget::new(app.config.max_body_bytes_in_flight, app.registry.clone());
     chat::routes(app.clone())
@@ -53,7 +61,7 @@ pub fn router(app: App) -> Router {
         .merge(replays::routes(app.clone()))
         .merge(live::routes(app.clone()))
         .merge(console::routes())
-        .nest_service("/mcp", mcp)
+        .merge(mcp)
         .merge(openapi::routes(&app))
         .merge(rest::routes(app))
         // Inside auth: a forwarded call carries the caller's key and is checked again there.
@@ -95,7 +103,10 @@ fn panic_response(panic: Box<dyn std::any::Any + Send>) -> axum::response::Respo
 /// Streamable HTTP MCP: a handler (so a browser session) per MCP session. Against DNS rebinding
 /// and cross-site pages, `Host` must be a loopback name or one of `mcp_allowed_hosts`, and an
 /// `Origin`, when a browser sends one, a loopback origin or one of `mcp_allowed_origins`.
-fn mcp_service(app: &App) -> StreamableHttpService<mcp::McpFront, LocalSessionManager> {
+fn mcp_service(
+    app: &App,
+    sessions: Arc<LocalSessionManager>,
+) -> StreamableHttpService<mcp::McpFront, LocalSessionManager> {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
     hosts.extend(app.config.mcp_allowed_hosts.iter().cloned());
     if !app.config.bind.is_loopback() && !app.config.bind.is_unspecified() {
@@ -112,7 +123,7 @@ fn mcp_service(app: &App) -> StreamableHttpService<mcp::McpFront, LocalSessionMa
     let app = app.clone();
     StreamableHttpService::new(
         move || Ok(mcp::McpFront::new(app.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     )
 }

@@ -43,6 +43,7 @@ use crate::tools::{Registry, ToolSpec};
         super::crawler::create,
         super::crawler::list,
         super::crawler::status,
+        super::crawler::cancel,
         super::crawler::events,
         super::replays::create,
         super::replays::status,

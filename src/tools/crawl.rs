@@ -23,7 +23,7 @@ or whole URLs), max_pages, from_sitemap (start from the sitemaps too), map (list
 titles, read no content); each result says its depth and from, URLs not read are in skipped \
 with a reason.";
 const STATUS_GUIDE: &str = "crawl_status reports a crawl task: status (pending, running, \
-completed, failed), progress of total, each URL's result or error in URL order, about 4000 \
+completed, failed, cancelled), progress of total, each URL's result or error in URL order, about 4000 \
 tokens per call; pass next_cursor as cursor for the rest (best once the task completed). \
 wait: N returns when the task ends or after N seconds.";
 

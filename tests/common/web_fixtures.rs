@@ -610,6 +610,7 @@ pub fn crawl_routes() -> Router<super::Sites> {
         .route("/crawl/page/{n}", get(crawl_page))
         .route("/crawl/etag/{n}", get(crawl_etag))
         .route("/crawl/slow", get(crawl_slow))
+        .route("/crawl/slow/{name}", get(crawl_slow_named))
         .route("/crawl/shell/{n}", get(crawl_shell))
         .route("/crawl/shell-data/{n}", get(crawl_shell_data))
 }
@@ -758,6 +759,20 @@ async fn crawl_page(headers: HeaderMap, Path(n): Path<u32>) -> Response {
              </article></body></html>"
         ),
     )
+}
+
+/// The names `/crawl/slow/{name}` was asked for, in order: what a crawl really fetched.
+pub static SLOW_ASKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The names whose slow page was answered, in order.
+pub static SLOW_ANSWERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The slow page under a name the server notes when the request arrives and when it answers.
+async fn crawl_slow_named(Path(name): Path<String>) -> Response {
+    SLOW_ASKED.lock().unwrap().push(name.clone());
+    let page = crawl_slow().await;
+    SLOW_ANSWERED.lock().unwrap().push(name);
+    page
 }
 
 async fn crawl_slow() -> Response {

@@ -123,6 +123,11 @@ pub trait CrawlStore: Send + Sync {
     /// Claims the task's first pending item nobody holds.
     async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim>;
 
+    /// Ends a pending or running task as cancelled: its pending items (claimed ones too) become
+    /// skipped as cancelled and leave its total, so a page being read is not recorded when it
+    /// ends. False when the task had already finished.
+    async fn cancel(&self, id: &str) -> StoreResult<bool>;
+
     /// Extends a claim; false when it is no longer ours.
     async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool>;
 
@@ -185,6 +190,16 @@ fn outcome_columns(outcome: &ItemOutcome) -> (&'static str, Option<String>, Opti
         ItemOutcome::Skipped(skip) => ("skipped", None, text(serde_json::to_string(skip))),
         ItemOutcome::Listed(listing) => ("listed", text(serde_json::to_string(listing)), None),
     }
+}
+
+/// The error column of an item its task's cancellation skipped.
+fn cancelled_error() -> Option<String> {
+    let skip = Skip {
+        reason: super::SkipReason::Cancelled,
+        rule: None,
+        title: None,
+    };
+    outcome_columns(&ItemOutcome::Skipped(skip)).2
 }
 
 /// The outcome columns of a URL a task found: (state, result JSON, error JSON). It takes

@@ -308,15 +308,49 @@ impl CrawlStore for PostgresStore {
             .query_opt(
                 "WITH changed AS (
                      UPDATE crawl_tasks SET status = $2
-                     WHERE id = $1 AND status NOT IN ('completed', 'failed') AND status <> $2
+                     WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')
+                       AND status <> $2
                      RETURNING id
                  ), freed AS (
                      DELETE FROM crawl_host_slots
-                     WHERE host = $3 AND $2 IN ('completed', 'failed')
+                     WHERE host = $3 AND $2 IN ('completed', 'failed', 'cancelled')
                        AND EXISTS (SELECT 1 FROM changed)
                  )
                  SELECT 1 FROM changed",
                 &[&id, &status.as_str(), &task_slots(id)],
+            )
+            .await?;
+        Ok(changed.is_some())
+    }
+
+    async fn cancel(&self, id: &str) -> StoreResult<bool> {
+        // One statement: the status, the items and the slots change together or not at all.
+        // The task's own slots go; the host slots its items held are let go (another row of
+        // the same table, so one change per row).
+        let changed = self
+            .database
+            .client()
+            .await?
+            .query_opt(
+                "WITH changed AS (
+                     UPDATE crawl_tasks SET status = 'cancelled', total = total - (
+                         SELECT COUNT(*) FROM crawl_items WHERE task_id = $1 AND state = 'pending')
+                     WHERE id = $1 AND status IN ('pending', 'running')
+                     RETURNING id
+                 ), skipped AS (
+                     UPDATE crawl_items SET state = 'skipped', error = $2, claimed_by = NULL,
+                         lease_until = NULL
+                     WHERE task_id = $1 AND state = 'pending' AND EXISTS (SELECT 1 FROM changed)
+                 ), freed AS (
+                     DELETE FROM crawl_host_slots
+                     WHERE host = $3 AND EXISTS (SELECT 1 FROM changed)
+                 ), released AS (
+                     UPDATE crawl_host_slots SET claimed_by = NULL, lease_until = NULL,
+                         task_id = NULL, idx = NULL
+                     WHERE task_id = $1 AND host <> $3 AND EXISTS (SELECT 1 FROM changed)
+                 )
+                 SELECT 1 FROM changed",
+                &[&id, &super::cancelled_error(), &task_slots(id)],
             )
             .await?;
         Ok(changed.is_some())

@@ -222,7 +222,8 @@ impl CrawlStore for SqliteStore {
 
     async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
         let changed = self.db().execute(
-            "UPDATE tasks SET status = ?2 WHERE id = ?1 AND status NOT IN ('completed', 'failed')",
+            "UPDATE tasks SET status = ?2
+             WHERE id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled')",
             params![id, status.as_str()],
         )?;
         Ok(changed == 1)
@@ -299,6 +300,30 @@ impl CrawlStore for SqliteStore {
         } else {
             Claim::Empty
         })
+    }
+
+    async fn cancel(&self, id: &str) -> StoreResult<bool> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        let changed = tx.execute(
+            "UPDATE tasks SET status = 'cancelled'
+             WHERE id = ?1 AND status IN ('pending', 'running')",
+            params![id],
+        )?;
+        if changed == 1 {
+            let skipped = tx.execute(
+                "UPDATE items SET state = 'skipped', error = ?2, claimed_by = NULL,
+                     lease_until = NULL
+                 WHERE task_id = ?1 AND state = 'pending'",
+                params![id, super::cancelled_error()],
+            )?;
+            tx.execute(
+                "UPDATE tasks SET total = total - ?2 WHERE id = ?1",
+                params![id, skipped as i64],
+            )?;
+        }
+        tx.commit()?;
+        Ok(changed == 1)
     }
 
     async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool> {

@@ -6,12 +6,17 @@
 //! prompts (`prompts.rs`), the calls' log lines at the level a client sets (`logging.rs`), and
 //! `notifications/cancelled` ending the call it names at once; what the tenant keeps (downloads,
 //! saved screenshots, traces, crawl results) as resources (`resources.rs`), crawl resources
-//! updated on progress for a client that subscribes.
+//! updated on progress for a client that subscribes; crawls as tasks (`tasks.rs`, answered in
+//! front of rmcp by `intercept.rs`).
 
 mod elicitation;
+mod intercept;
 mod logging;
 mod prompts;
 mod resources;
+mod tasks;
+
+pub use intercept::{TaskDoor, intercept, stdio};
 
 use std::collections::HashMap;
 use std::sync::Arc;
