@@ -8,13 +8,18 @@ use common::python::python;
 use common::{client, get_json, harness};
 use serde_json::Value;
 
-/// Runs tests/mcp_client.py and returns its report.
+/// Runs tests/mcp_client.py against the shared service's pages and returns its report.
 async fn drive(transport: &str, target: &str) -> Value {
+    drive_on(transport, target, &harness().page("spa.html")).await
+}
+
+/// Runs tests/mcp_client.py with `spa` as its page and returns its report.
+async fn drive_on(transport: &str, target: &str, spa: &str) -> Value {
     let data = tempfile::tempdir().unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
     let output = tokio::process::Command::new(python())
         .arg(script)
-        .args([transport, target, &harness().page("spa.html")])
+        .args([transport, target, spa])
         .env("WEBPILOT_DATA_DIR", data.path())
         .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
         .env("TMPDIR", data.path())
@@ -522,4 +527,51 @@ async fn the_official_conformance_suite_passes_all_it_can_run_against_a_browser_
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("Baseline check passed"), "{stdout}");
+}
+
+/// A confirmation the operator's rules require, asked of a client that opens links: the link
+/// goes by URL elicitation, the person allows it in a browser of their own, the held download
+/// runs and the server serves it; the completion names the elicitation; a decline ends the
+/// next call's wait at once.
+#[tokio::test]
+async fn a_confirmation_goes_to_the_user_by_url_elicitation() {
+    let mut config = common::loopback_config();
+    config.actions.confirm = vec!["download".into()];
+    let ruled = common::start(config);
+    let endpoint = format!("{}/mcp", ruled.api);
+    let report = drive_on("confirm-http", &endpoint, &ruled.page("spa.html")).await;
+    let elicited = report["elicited"].as_array().unwrap();
+    assert_eq!(elicited.len(), 2, "{report:#}");
+    assert_eq!(elicited[0]["mode"], "url");
+    let url = elicited[0]["url"].as_str().unwrap();
+    assert!(url.contains("/live/") && url.contains("confirm="), "{url}");
+    assert!(
+        elicited[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Allow? "),
+        "{report:#}"
+    );
+    assert!(
+        report["person_allowed"]
+            .as_str()
+            .is_some_and(|line| line.contains("Allow")),
+        "{report:#}"
+    );
+    assert_eq!(report["allowed_error"], false, "{report:#}");
+    assert_eq!(report["allowed"]["download"]["bytes"], 1234, "{report:#}");
+    assert_eq!(report["declined_error"], true, "{report:#}");
+    let error = &report["declined"]["error"];
+    assert_eq!(error["code"], "NEEDS_CONFIRMATION", "{report:#}");
+    assert!(
+        error["message"].as_str().unwrap().contains("declined"),
+        "{report:#}"
+    );
+    assert!(
+        report["declined_ms"].as_u64().unwrap() < 5_000,
+        "{report:#}"
+    );
+    let completed = report["completed"].as_array().unwrap();
+    let ids: Vec<&Value> = elicited.iter().map(|e| &e["id"]).collect();
+    assert_eq!(completed.iter().collect::<Vec<_>>(), ids, "{report:#}");
 }

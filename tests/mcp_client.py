@@ -305,6 +305,72 @@ async def url_elicitation(target, spa_url):
     return report
 
 
+async def person_allows(session, url, report):
+    """The person: a second browser session opens the question's link and presses Allow."""
+    try:
+        viewer = f"allower-{os.getpid()}"
+        opened = await session.call_tool("browser_navigate", {"session": viewer, "target": url})
+        report["person_opened"] = not opened.isError
+        for _ in range(100):
+            read = await session.call_tool("browser_read", {"session": viewer, "mode": "elements"})
+            lines = json.loads(text_of(read))["content"].splitlines()
+            allow = [line for line in lines if 'button "Allow' in line]
+            if allow:
+                ref = int(re.match(r"\[(\d+)\]", allow[0]).group(1))
+                await session.call_tool("browser_interact", {"session": viewer, "action": "click", "ref": ref})
+                report["person_allowed"] = allow[0]
+                return
+            await session.call_tool("browser_interact", {"session": viewer, "action": "wait",
+                                                         "until": "Allow", "timeout_ms": 2000})
+    except Exception as error:
+        report["person_error"] = repr(error)
+
+
+async def confirmation_elicitation(target, spa_url):
+    """A download the operator holds for a person, asked of a client that opens links: the
+    question's link arrives as a URL elicitation, the person it opens the link for allows it,
+    the call goes on and the completion names the same elicitation; a user who declines ends
+    the next call's wait at once with the question still open."""
+    report = {"elicited": [], "completed": []}
+    answers = ["accept", "decline"]
+    holder = {}
+
+    async def on_elicit(context, params):
+        report["elicited"].append({"mode": params.mode, "url": params.url,
+                                   "message": params.message, "id": params.elicitationId})
+        action = answers.pop(0)
+        if action == "accept":
+            holder["person"] = asyncio.get_running_loop().create_task(
+                person_allows(holder["session"], params.url, report))
+        return types.ElicitResult(action=action)
+
+    async def on_complete(message):
+        if isinstance(message, types.ServerNotification) and \
+                isinstance(message.root, types.ElicitCompleteNotification):
+            report["completed"].append(message.root.params.elicitationId)
+
+    origin = spa_url.rsplit("/", 1)[0]
+    async with streamablehttp_client(target) as (read, write, _):
+        async with ClientSession(read, write, elicitation_callback=on_elicit,
+                                 message_handler=on_complete) as session:
+            holder["session"] = session
+            await session.initialize()
+            await session.call_tool("browser_navigate", {"target": spa_url})
+            # No timeout_ms: a call that asks a person gets a hand-off's time.
+            allowed = await session.call_tool("browser_interact", {
+                "action": "download", "url": f"{origin}/bytes/1234"})
+            report["allowed_error"] = allowed.isError
+            report["allowed"] = json.loads(text_of(allowed))
+            await holder["person"]
+            started = time.monotonic()
+            declined = await session.call_tool("browser_interact", {
+                "action": "download", "url": f"{origin}/bytes/4321", "timeout_ms": 60000})
+            report["declined_error"] = declined.isError
+            report["declined"] = json.loads(text_of(declined))
+            report["declined_ms"] = int((time.monotonic() - started) * 1000)
+    return report
+
+
 async def scenario(session, spa_url):
     report = {}
     init = await session.initialize()
@@ -385,6 +451,9 @@ async def scenario(session, spa_url):
 
 async def main():
     transport, target, spa_url = sys.argv[1], sys.argv[2], sys.argv[3]
+    if transport == "confirm-http":
+        print(json.dumps(await confirmation_elicitation(target, spa_url)))
+        return
     if transport == "stdio":
         params = StdioServerParameters(command=target, args=["mcp"], env=dict(os.environ))
         async with stdio_client(params) as (read, write):

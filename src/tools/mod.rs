@@ -86,6 +86,41 @@ pub enum LinkAnswer {
     Failed,
 }
 
+/// A link sent to a client that opens links for its user: the client's answer is awaited in
+/// the background (`on_decline` runs if its user declines), and `finish` tells the client the
+/// interaction is over.
+pub struct SentLink {
+    opener: Arc<dyn LinkOpener>,
+    id: String,
+    answer: tokio::task::JoinHandle<()>,
+}
+
+impl SentLink {
+    /// Sends `url` with `message` under a new unguessable id starting with `prefix`.
+    pub fn send(
+        opener: Arc<dyn LinkOpener>,
+        prefix: &str,
+        message: String,
+        url: String,
+        on_decline: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        let id = crate::ids::unguessable(prefix);
+        let (asking, asked_id) = (opener.clone(), id.clone());
+        let answer = tokio::spawn(async move {
+            if asking.open(&asked_id, &message, &url).await == LinkAnswer::Declined {
+                on_decline();
+            }
+        });
+        Self { opener, id, answer }
+    }
+
+    /// Stops waiting for the client's answer and tells it the interaction is over.
+    pub async fn finish(self) {
+        self.answer.abort();
+        self.opener.finished(&self.id).await;
+    }
+}
+
 /// A hand-off waiting for a person: sent when it starts (`waited_ms` 0), then every few seconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct HandoffProgress {

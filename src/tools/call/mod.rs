@@ -109,6 +109,8 @@ pub struct Call<'a> {
     requested_tab: Option<String>,
     /// When the call must be done (`timeout_ms` after it started, or the tool's default).
     ends: Instant,
+    /// When it must be done if it turns out to wait for a person, unless `timeout_ms` said.
+    person_ends: Option<Instant>,
     guard: Option<SessionGuard>,
     /// The tab the call worked in, named in the reply.
     used_tab: Option<String>,
@@ -147,6 +149,14 @@ impl<'a> Call<'a> {
     /// When the call must be done.
     pub fn ends(&self) -> Instant {
         self.ends
+    }
+
+    /// The call turned out to wait for a person (its client's user was asked): without a
+    /// `timeout_ms` of its own it gets a hand-off's time.
+    pub fn waiting_for_person(&mut self) {
+        if let Some(ends) = self.person_ends.take() {
+            self.ends = self.ends.max(ends);
+        }
     }
 
     /// Gives the call `extra` time past its limit: to report on a wait that used it all.
@@ -510,6 +520,8 @@ async fn respond<T: Tool>(
         session_name,
         requested_tab: args.tab().map(str::to_string),
         ends: started + deadline(args.timeout_ms(), default_ms, max_ms)?,
+        person_ends: (args.timeout_ms().is_none())
+            .then(|| started + Duration::from_millis(PERSON_WAIT_MS)),
         guard: None,
         used_tab: None,
         images: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::InteractArgs;
 use crate::browser::live::{HandedBack, Handoff, LiveHub, Until};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::tools::{Call, HandoffProgress, LinkAnswer, LinkOpener};
+use crate::tools::{Call, HandoffProgress, LinkOpener, SentLink};
 
 /// How often a waiting hand-off reports to the front (MCP clients that reset their timeout on
 /// progress need one at least every 10 s).
@@ -105,34 +105,15 @@ pub(super) async fn hand_off(call: &mut Call<'_>, args: &InteractArgs) -> ToolRe
     })
 }
 
-/// A hand-off's link sent to a client that opens links for its user: its answer awaited beside
-/// the hand-off (a decline ends it), its end told when the hand-off is over.
-struct AskedToOpen {
-    opener: Arc<dyn LinkOpener>,
-    id: String,
-    answer: tokio::task::JoinHandle<()>,
-}
-
-impl AskedToOpen {
-    async fn finish(self) {
-        self.answer.abort();
-        self.opener.finished(&self.id).await;
-    }
-}
-
+/// A hand-off's link sent to a client that opens links for its user: a decline ends the
+/// hand-off.
 fn ask_to_open(
     opener: Arc<dyn LinkOpener>,
     hub: &Arc<LiveHub>,
     message: &str,
     url: &str,
-) -> AskedToOpen {
-    let id = crate::ids::unguessable("handoff-");
-    let (message, url, hub) = (message.to_string(), url.to_string(), hub.clone());
-    let (asking, asked_id) = (opener.clone(), id.clone());
-    let answer = tokio::spawn(async move {
-        if asking.open(&asked_id, &message, &url).await == LinkAnswer::Declined {
-            hub.declined();
-        }
-    });
-    AskedToOpen { opener, id, answer }
+) -> SentLink {
+    let hub = hub.clone();
+    let declined = move || hub.declined();
+    SentLink::send(opener, "handoff-", message.into(), url.into(), declined)
 }

@@ -1,17 +1,23 @@
 //! The operator's rules for actions (`[actions]`, narrowed per tenant): a denied action is
 //! refused before it runs; one to confirm is held until a person allows it in the session's
 //! live view or the console. The agent repeats the call with the question's id, or waits for
-//! the answer with `wait: true` (reporting to the front like a hand-off).
+//! the answer with `wait: true` (reporting to the front like a hand-off). A front whose client
+//! opens links for its user (MCP URL elicitation) gets the question's link that way, and the
+//! call waits for the answer as with `wait: true`; the user's decline ends the wait.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use super::{Action, InteractArgs};
+use crate::browser::live::LiveHub;
 use crate::browser::live::{Answer, CONFIRMATION_LIFETIME, Confirmation};
 use crate::browser::{Submission, SubmitBy};
 use crate::error::{ConfirmationAsk, ErrorCode, ToolError, ToolResult};
 use crate::tenancy::actions::Ruling;
-use crate::tools::{Call, HandoffProgress};
+use crate::tools::{Call, HandoffProgress, LinkOpener, SentLink};
 
 /// How often a call waiting for an answer reports to the front.
 const REPORT_EVERY: Duration = Duration::from_secs(5);
@@ -185,15 +191,60 @@ async fn confirmed(
         None => hub.confirmations().ask(what, rule, fingerprint),
     };
     let ask = ask_of(call, &asked)?;
-    if args.wait != Some(true) {
+    let opener = call.link_opener();
+    if args.wait != Some(true) && opener.is_none() {
         return Err(needs_confirmation(
             &asked,
             ask,
             "a person must allow it first",
         ));
     }
+    if opener.is_some() {
+        call.waiting_for_person();
+    }
+    let sent = opener.map(|opener| send_to_client(opener, &asked, &ask.confirm_url));
+    let answer = match &sent {
+        Some((_, declined)) => tokio::select! {
+            answer = answered(call, &hub, &asked, &ask) => Some(answer),
+            () = declined.notified() => None,
+        },
+        None => Some(answered(call, &hub, &asked, &ask).await),
+    };
+    if let Some((sent, _)) = sent {
+        sent.finish().await;
+    }
+    match answer {
+        Some(Answer::Allowed) => {
+            hub.confirmations().take(&asked.id, fingerprint);
+            Ok(())
+        }
+        Some(Answer::Refused) => {
+            hub.confirmations().take(&asked.id, fingerprint);
+            Err(refused(&asked))
+        }
+        Some(Answer::Pending) => Err(needs_confirmation(
+            &asked,
+            ask,
+            "no one answered in time; the question stays open",
+        )),
+        None => Err(needs_confirmation(
+            &asked,
+            ask,
+            "the person declined to open the link; the question stays open",
+        )),
+    }
+}
+
+/// The person's answer, or `Pending` once the call's time is up; the wait is reported to the
+/// front every few seconds, like a hand-off's.
+async fn answered(
+    call: &Call<'_>,
+    hub: &LiveHub,
+    asked: &Confirmation,
+    ask: &ConfirmationAsk,
+) -> Answer {
     let started = Instant::now();
-    let answer = loop {
+    loop {
         call.report(HandoffProgress {
             session: call.session_name().to_string(),
             message: format!("Allow? {}", asked.what),
@@ -203,24 +254,25 @@ async fn confirmed(
         let next = (Instant::now() + REPORT_EVERY).min(call.ends());
         let answer = hub.confirmations().answered(&asked.id, next.into()).await;
         if answer != Answer::Pending || Instant::now() >= call.ends() {
-            break answer;
+            return answer;
         }
-    };
-    match answer {
-        Answer::Allowed => {
-            hub.confirmations().take(&asked.id, fingerprint);
-            Ok(())
-        }
-        Answer::Refused => {
-            hub.confirmations().take(&asked.id, fingerprint);
-            Err(refused(&asked))
-        }
-        Answer::Pending => Err(needs_confirmation(
-            &asked,
-            ask,
-            "no one answered in time; the question stays open",
-        )),
     }
+}
+
+/// A question's link sent to a client that opens links for its user, and what its user's
+/// decline wakes.
+fn send_to_client(
+    opener: Arc<dyn LinkOpener>,
+    asked: &Confirmation,
+    url: &str,
+) -> (SentLink, Arc<Notify>) {
+    let declined = Arc::new(Notify::new());
+    let said_no = declined.clone();
+    let message = format!("Allow? {}", asked.what);
+    let sent = SentLink::send(opener, "confirm-", message, url.into(), move || {
+        said_no.notify_one()
+    });
+    (sent, declined)
 }
 
 /// Identifies the call across repeats: the same action on the same thing, in the same session.
