@@ -900,10 +900,12 @@ async fn a_cancelled_task_fetches_nothing_more_on_postgresql() {
 
 /// Six slow pages read one at a time, cancelled while the first is read: the rest are skipped
 /// as cancelled, the page being read is not recorded, and the site is asked for nothing more,
-/// not even once the page in flight has answered.
+/// not even once the page in flight has answered; the webhook hears `started`, then
+/// `cancelled`, and nothing after.
 async fn cancelled(harness: &Harness, store: &str) {
     use common::web_fixtures::{SLOW_ANSWERED, SLOW_ASKED};
     let api = &harness.api;
+    let receiver = Receiver::start(0).await;
     let token = format!("{store}-{}", std::process::id());
     let urls: Vec<String> = (0..6)
         .map(|n| harness.page(&format!("crawl/slow/{token}-{n}")))
@@ -911,7 +913,7 @@ async fn cancelled(harness: &Harness, store: &str) {
     let (status, created) = call_at(
         api,
         "crawl_batch",
-        json!({"urls": urls, "mode": "http", "parallel": 1}),
+        json!({"urls": urls, "mode": "http", "parallel": 1, "webhook": receiver.url}),
     )
     .await;
     assert_eq!(status, 200, "{created:#}");
@@ -967,6 +969,21 @@ async fn cancelled(harness: &Harness, store: &str) {
         skipped.iter().all(|s| s["reason"] == "cancelled"),
         "{report:#}"
     );
+    eventually("the cancelled event", Duration::from_secs(10), || async {
+        receiver.deliveries().len() >= 2
+    })
+    .await;
+    let events: Vec<Value> = receiver
+        .deliveries()
+        .iter()
+        .map(|(_, body, _)| serde_json::from_str(body).unwrap())
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["started", "cancelled"], "{events:#?}");
+    assert_eq!(events[1]["skipped"], 6, "{events:#?}");
     let listed = get_json(&format!("{api}/api/crawler/tasks?status=cancelled")).await;
     assert!(
         listed["tasks"]

@@ -421,12 +421,12 @@ fn check_tasks(report: &Value) {
         cancelled.iter().all(|s| s["reason"] == "cancelled"),
         "{slow:#}"
     );
-    // The server saw the one page read when the task was cancelled, perhaps a second that had
-    // started, and nothing after: the rest were never fetched.
+    // The server saw at most the page being read when the task was cancelled (none if the
+    // cancel came first), perhaps a second that had started, and nothing after.
     let token = t["slow_token"].as_str().unwrap();
     let asked = common::web_fixtures::SLOW_ASKED.lock().unwrap().clone();
     let fetched = asked.iter().filter(|name| name.starts_with(token)).count();
-    assert!((1..=2).contains(&fetched), "{asked:?}");
+    assert!(fetched <= 2, "{asked:?}");
 }
 
 /// A hand-off to a client that opens links: the live view by URL elicitation, Done pressed by
