@@ -264,10 +264,10 @@ async def press_done(session, url):
     return lines
 
 
-async def url_elicitation(target, spa_url):
-    """A client that opens links: a hand-off's live view arrives as a URL elicitation, the person
-    it opens the link for presses Done, and the completion names the same elicitation; a user who
-    declines ends the next hand-off at once."""
+async def link_opening_client(target, person, calls):
+    """A client that opens links (URL elicitation): each elicitation is recorded and answered
+    "accept" then "decline"; on accept `person(session, url, report)` runs beside the waiting
+    call; completions are recorded. `calls(session, report, person_done)` makes the calls."""
     report = {"elicited": [], "completed": []}
     answers = ["accept", "decline"]
     holder = {}
@@ -279,7 +279,7 @@ async def url_elicitation(target, spa_url):
         if action == "accept":
             # Kept, so that the task is not collected before it runs.
             holder["person"] = asyncio.get_running_loop().create_task(
-                person_presses_done(holder["session"], params.url, report))
+                person(holder["session"], params.url, report))
         return types.ElicitResult(action=action)
 
     async def on_complete(message):
@@ -287,22 +287,34 @@ async def url_elicitation(target, spa_url):
                 isinstance(message.root, types.ElicitCompleteNotification):
             report["completed"].append(message.root.params.elicitationId)
 
+    async def person_done():
+        await holder["person"]
+
     async with streamablehttp_client(target) as (read, write, _):
         async with ClientSession(read, write, elicitation_callback=on_elicit,
                                  message_handler=on_complete) as session:
             holder["session"] = session
             await session.initialize()
-            await session.call_tool("browser_navigate", {"target": spa_url})
-            done = await session.call_tool("browser_interact", {
-                "action": "handoff", "message": "Sign in for me", "timeout_ms": 60000})
-            report["accepted"] = json.loads(text_of(done))
-            await holder["person"]
-            started = time.monotonic()
-            declined = await session.call_tool("browser_interact", {
-                "action": "handoff", "message": "Approve again", "timeout_ms": 60000})
-            report["declined"] = json.loads(text_of(declined))
-            report["declined_ms"] = int((time.monotonic() - started) * 1000)
+            await calls(session, report, person_done)
     return report
+
+
+async def url_elicitation(target, spa_url):
+    """A client that opens links: a hand-off's live view arrives as a URL elicitation, the person
+    it opens the link for presses Done, and the completion names the same elicitation; a user who
+    declines ends the next hand-off at once."""
+    async def calls(session, report, person_done):
+        await session.call_tool("browser_navigate", {"target": spa_url})
+        done = await session.call_tool("browser_interact", {
+            "action": "handoff", "message": "Sign in for me", "timeout_ms": 60000})
+        report["accepted"] = json.loads(text_of(done))
+        await person_done()
+        started = time.monotonic()
+        declined = await session.call_tool("browser_interact", {
+            "action": "handoff", "message": "Approve again", "timeout_ms": 60000})
+        report["declined"] = json.loads(text_of(declined))
+        report["declined_ms"] = int((time.monotonic() - started) * 1000)
+    return await link_opening_client(target, person_presses_done, calls)
 
 
 async def person_allows(session, url, report):
@@ -331,44 +343,23 @@ async def confirmation_elicitation(target, spa_url):
     question's link arrives as a URL elicitation, the person it opens the link for allows it,
     the call goes on and the completion names the same elicitation; a user who declines ends
     the next call's wait at once with the question still open."""
-    report = {"elicited": [], "completed": []}
-    answers = ["accept", "decline"]
-    holder = {}
-
-    async def on_elicit(context, params):
-        report["elicited"].append({"mode": params.mode, "url": params.url,
-                                   "message": params.message, "id": params.elicitationId})
-        action = answers.pop(0)
-        if action == "accept":
-            holder["person"] = asyncio.get_running_loop().create_task(
-                person_allows(holder["session"], params.url, report))
-        return types.ElicitResult(action=action)
-
-    async def on_complete(message):
-        if isinstance(message, types.ServerNotification) and \
-                isinstance(message.root, types.ElicitCompleteNotification):
-            report["completed"].append(message.root.params.elicitationId)
-
     origin = spa_url.rsplit("/", 1)[0]
-    async with streamablehttp_client(target) as (read, write, _):
-        async with ClientSession(read, write, elicitation_callback=on_elicit,
-                                 message_handler=on_complete) as session:
-            holder["session"] = session
-            await session.initialize()
-            await session.call_tool("browser_navigate", {"target": spa_url})
-            # No timeout_ms: a call that asks a person gets a hand-off's time.
-            allowed = await session.call_tool("browser_interact", {
-                "action": "download", "url": f"{origin}/bytes/1234"})
-            report["allowed_error"] = allowed.isError
-            report["allowed"] = json.loads(text_of(allowed))
-            await holder["person"]
-            started = time.monotonic()
-            declined = await session.call_tool("browser_interact", {
-                "action": "download", "url": f"{origin}/bytes/4321", "timeout_ms": 60000})
-            report["declined_error"] = declined.isError
-            report["declined"] = json.loads(text_of(declined))
-            report["declined_ms"] = int((time.monotonic() - started) * 1000)
-    return report
+
+    async def calls(session, report, person_done):
+        await session.call_tool("browser_navigate", {"target": spa_url})
+        # No timeout_ms: a call that asks a person gets a hand-off's time.
+        allowed = await session.call_tool("browser_interact", {
+            "action": "download", "url": f"{origin}/bytes/1234"})
+        report["allowed_error"] = allowed.isError
+        report["allowed"] = json.loads(text_of(allowed))
+        await person_done()
+        started = time.monotonic()
+        declined = await session.call_tool("browser_interact", {
+            "action": "download", "url": f"{origin}/bytes/4321", "timeout_ms": 60000})
+        report["declined_error"] = declined.isError
+        report["declined"] = json.loads(text_of(declined))
+        report["declined_ms"] = int((time.monotonic() - started) * 1000)
+    return await link_opening_client(target, person_allows, calls)
 
 
 async def scenario(session, spa_url):
