@@ -321,6 +321,30 @@ async fn a_crawl_started_from_the_panel_shows_its_progress_and_results() {
 }
 
 #[tokio::test]
+async fn a_running_crawl_is_cancelled_from_the_panel() {
+    let person = "console-cancel";
+    let urls: Vec<String> = (0..10)
+        .map(|n| service().page(&format!("crawl/slow/console-cancel-{n}")))
+        .collect();
+    let (status, created) = common::call_at(
+        &service().api,
+        "crawl_batch",
+        json!({ "urls": urls, "mode": "http", "parallel": 1 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    open_console(person, "/").await;
+    click(person, &format!("\"Cancel {id}\"")).await;
+    says(person, "cancelled").await;
+    let (_, report) =
+        common::call_at(&service().api, "crawl_status", json!({ "task_id": id })).await;
+    assert_eq!(report["status"], "cancelled", "{report:#}");
+    click(person, &format!("\"{id}\"")).await;
+    says(person, "skipped: cancelled").await;
+}
+
+#[tokio::test]
 async fn the_sessions_panel_lists_tabs_thumbnails_and_closes() {
     let person = "console-sessions";
     tool(
