@@ -683,3 +683,69 @@ async fn bad_follow_options_are_refused() {
         assert!(message.contains(says), "{message}");
     }
 }
+
+/// `webpilot crawl` follows links as crawl_batch does: a depth, globs and a page budget on the
+/// command line; one JSON line per page read and per URL skipped; the site served exactly the
+/// pages read.
+#[tokio::test]
+async fn the_crawl_command_follows_links_within_its_bounds() {
+    let site = Site::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let out = data.path().join("site.jsonl");
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["crawl", "--mode", "http", "--parallel", "1", "--depth", "1"])
+        .args([
+            "--include",
+            "/",
+            "--include",
+            "/section/**",
+            "--max-pages",
+            "5",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .arg(site.url("/"))
+        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
+        .env("TMPDIR", data.path())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let read: Vec<&Value> = lines.iter().filter(|l| l.get("result").is_some()).collect();
+    assert_eq!(read.len(), 5, "{lines:#?}");
+    let read_paths: BTreeSet<String> = read
+        .iter()
+        .map(|l| {
+            l["url"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches(&site.origin)
+                .to_string()
+        })
+        .collect();
+    assert!(
+        read_paths
+            .iter()
+            .all(|p| p == "/" || p.starts_with("/section/")),
+        "{read_paths:?}"
+    );
+    let reasons: BTreeSet<&str> = lines.iter().filter_map(|l| l["reason"].as_str()).collect();
+    assert!(
+        reasons.contains("scope") && reasons.contains("max_pages"),
+        "{reasons:?}"
+    );
+    let served: BTreeSet<String> = site
+        .requested()
+        .into_keys()
+        .filter(|p| !p.ends_with(".txt"))
+        .collect();
+    assert_eq!(served, read_paths);
+}

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use crate::App;
 use crate::config::{Config, ConfigArgs};
-use crate::crawl::{TaskOptions, TaskStatus};
+use crate::crawl::{Follow, LinkScope, TaskOptions, TaskStatus};
 use crate::pages::{FetchMode, PageOptions};
 use crate::tools::Caller;
 use crate::web::extract::ExtractKind;
@@ -66,6 +66,8 @@ enum Command {
         /// URLs fetched at once.
         #[arg(long, default_value_t = 4)]
         parallel: usize,
+        #[command(flatten)]
+        follow: FollowArgs,
         /// Write the JSON lines here instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -117,6 +119,54 @@ enum KeysAction {
 }
 
 /// A value named as the tool arguments name it (`main`, `browser`).
+/// How `webpilot crawl` crawls a site from its URLs (crawl_batch's `follow`); none of these:
+/// only the URLs given are read.
+#[derive(clap::Args, Debug)]
+struct FollowArgs {
+    /// Follow links this many hops from the URLs.
+    #[arg(long)]
+    depth: Option<u32>,
+    /// Which links: same_host (default), same_site, prefix (a URL's folder) or any.
+    #[arg(long, value_parser = wire_name::<LinkScope>)]
+    scope: Option<LinkScope>,
+    /// Only pages matching this glob (`/docs/**`, or a whole URL); repeatable.
+    #[arg(long)]
+    include: Vec<String>,
+    /// Never pages matching this glob; repeatable.
+    #[arg(long)]
+    exclude: Vec<String>,
+    /// Pages read at most, the URLs given included.
+    #[arg(long)]
+    max_pages: Option<usize>,
+    /// Also start from the sites' sitemaps.
+    #[arg(long)]
+    sitemap: bool,
+    /// List the sites' URLs with their link text; read no content.
+    #[arg(long)]
+    map: bool,
+}
+
+impl FollowArgs {
+    fn follow(self) -> Option<Follow> {
+        let asked = self.depth.is_some()
+            || self.scope.is_some()
+            || !self.include.is_empty()
+            || !self.exclude.is_empty()
+            || self.max_pages.is_some()
+            || self.sitemap
+            || self.map;
+        asked.then_some(Follow {
+            depth: self.depth,
+            scope: self.scope,
+            include: self.include,
+            exclude: self.exclude,
+            max_pages: self.max_pages,
+            from_sitemap: self.sitemap,
+            map: self.map,
+        })
+    }
+}
+
 fn wire_name<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|e| e.to_string())
 }
@@ -224,6 +274,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             extract,
             mode,
             parallel,
+            follow,
             output,
         } => {
             let options = TaskOptions {
@@ -233,6 +284,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
                     ..PageOptions::default()
                 },
                 parallel,
+                follow: follow.follow(),
                 ..TaskOptions::default()
             };
             let app = App::new(config).await?;
@@ -376,6 +428,8 @@ async fn crawl(
             () = app.stop.cancelled() => return Ok(ExitCode::from(130)),
         }
         let summary = app.crawler.summary(&operator, &id).await.map_err(failed)?;
+        // A crawl that follows links finds more as it goes.
+        bar.set_length(summary.total.max(total) as u64);
         bar.set_position(summary.progress as u64);
         if summary.status.is_finished() {
             break;
@@ -385,8 +439,10 @@ async fn crawl(
     let report = app.crawler.status(&operator, &id).await.map_err(failed)?;
     let results = report.results.iter().map(serde_json::to_string);
     let errors = report.errors.iter().map(serde_json::to_string);
+    let skipped = report.skipped.iter().map(serde_json::to_string);
+    let listed = report.listed.iter().map(serde_json::to_string);
     let mut lines = String::new();
-    for line in results.chain(errors) {
+    for line in results.chain(errors).chain(skipped).chain(listed) {
         lines.push_str(&line?);
         lines.push('\n');
     }
@@ -394,8 +450,9 @@ async fn crawl(
         Some(path) => std::fs::write(path, lines)?,
         None => print_text(&lines)?,
     }
-    let errors = report.errors.len();
-    eprintln!("{id}: {} of {total} read, {errors} failed", total - errors);
+    let (errors, read) = (report.errors.len(), report.results.len());
+    let skipped = report.skipped.len();
+    eprintln!("{id}: {read} read, {errors} failed, {skipped} skipped");
     Ok(match report.summary.status {
         TaskStatus::Completed if errors == 0 => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
