@@ -370,32 +370,15 @@ async fn a_terminated_service_leaves_its_crawl_pending_not_failed() {
 #[tokio::test]
 async fn the_crawl_command_writes_json_lines() {
     let harness = service();
-    let data = tempfile::tempdir().unwrap();
-    let out = data.path().join("out.jsonl");
-    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["crawl", "--parallel", "2", "-o"])
-        .arg(&out)
-        .arg(harness.page("crawl/page/7"))
-        .arg(harness.page("crawl/page/8"))
-        .arg(harness.page("status/404"))
-        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
-        .env("TMPDIR", data.path())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .await
-        .unwrap();
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "one URL failed, so the exit code says so"
-    );
-    let lines: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let args = [
+        "--parallel".to_string(),
+        "2".into(),
+        harness.page("crawl/page/7"),
+        harness.page("crawl/page/8"),
+        harness.page("status/404"),
+    ];
+    let (code, lines) = common::crawl_command(&args).await;
+    assert_eq!(code, Some(1), "one URL failed, so the exit code says so");
     assert_eq!(lines.len(), 3);
     let titles: HashSet<&str> = lines
         .iter()

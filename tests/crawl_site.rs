@@ -690,35 +690,12 @@ async fn bad_follow_options_are_refused() {
 #[tokio::test]
 async fn the_crawl_command_follows_links_within_its_bounds() {
     let site = Site::start().await;
-    let data = tempfile::tempdir().unwrap();
-    let out = data.path().join("site.jsonl");
-    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["crawl", "--mode", "http", "--parallel", "1", "--depth", "1"])
-        .args([
-            "--include",
-            "/",
-            "--include",
-            "/section/**",
-            "--max-pages",
-            "5",
-        ])
-        .arg("-o")
-        .arg(&out)
-        .arg(site.url("/"))
-        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
-        .env("TMPDIR", data.path())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .await
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
-    let lines: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let flags =
+        "--mode http --parallel 1 --depth 1 --include / --include /section/** --max-pages 5";
+    let mut args: Vec<String> = flags.split(' ').map(String::from).collect();
+    args.push(site.url("/"));
+    let (code, lines) = common::crawl_command(&args).await;
+    assert_eq!(code, Some(0), "{lines:#?}");
     let read: Vec<&Value> = lines.iter().filter(|l| l.get("result").is_some()).collect();
     assert_eq!(read.len(), 5, "{lines:#?}");
     let read_paths: BTreeSet<String> = read

@@ -888,3 +888,29 @@ pub async fn mcp_request(api: &str, key: Option<&str>, method: &str, params: Val
         .find(|message| message["id"] == 2)
         .unwrap_or_else(|| panic!("no answer to {method}: {answer}"))
 }
+
+/// `webpilot crawl ARGS -o FILE` with a data dir of its own, loopback fetches allowed: its exit
+/// code and the JSON lines it wrote.
+pub async fn crawl_command(args: &[String]) -> (Option<i32>, Vec<Value>) {
+    let data = tempfile::tempdir().unwrap();
+    let out = data.path().join("out.jsonl");
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_webpilot"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("crawl")
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .env("WEBPILOT_FETCH_ALLOW", "127.0.0.1")
+        .env("TMPDIR", data.path())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .unwrap();
+    let lines = std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (status.code(), lines)
+}
