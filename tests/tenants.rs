@@ -408,6 +408,36 @@ async fn crawl_tasks_are_invisible_to_other_tenants() {
     assert!(!list(BOB).await.contains(&id), "{api}");
 }
 
+/// Bob cannot cancel Alice's running crawl (it is as unknown to him as one that never was,
+/// and it runs on); Alice can.
+#[tokio::test]
+async fn only_its_tenant_cancels_a_crawl() {
+    let urls: Vec<String> = (0..3)
+        .map(|n| page(&format!("crawl/slow/tenants-{n}")))
+        .collect();
+    let args = json!({ "urls": urls, "mode": "http", "parallel": 1 });
+    let created = ok_as(ALICE, "crawl_batch", args).await;
+    let id = created["task_id"].as_str().unwrap().to_string();
+    let path = format!("/api/crawler/tasks/{id}");
+    let (status, body) = request(Some(BOB), Method::DELETE, &path, None).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("NO_SUCH_TASK")),
+        "{body:#}"
+    );
+    let running = ok_as(ALICE, "crawl_status", json!({ "task_id": id })).await;
+    assert!(
+        matches!(running["status"].as_str(), Some("pending" | "running")),
+        "{running:#}"
+    );
+    let (status, body) = request(Some(ALICE), Method::DELETE, &path, None).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &json!("cancelled")),
+        "{body:#}"
+    );
+}
+
 #[tokio::test]
 async fn a_tenants_quota_and_rate_are_its_own() {
     ok_as(CAROL, "browser_tabs", json!({ "session": "one" })).await;

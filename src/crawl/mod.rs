@@ -289,9 +289,9 @@ impl Crawler {
     /// skipped as cancelled, pages being read are not recorded, no further page is fetched, and
     /// the task's subscribers and webhook hear `cancelled`. A finished task stays as it is.
     pub async fn cancel(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
-        let before = self.summary(tenant, id).await?;
-        let cancelled =
-            !before.status.is_finished() && self.store.cancel(id).await.map_err(database_error)?;
+        // Another tenant's task is as unknown as one that never was.
+        self.summary(tenant, id).await?;
+        let cancelled = self.store.cancel(id).await.map_err(database_error)?;
         let summary = self.summary(tenant, id).await?;
         if !cancelled {
             return Err(ToolError::invalid(format!(
@@ -304,23 +304,39 @@ impl Crawler {
         }
         self.robots.forget(id);
         let counts = self.store.counts(id).await.map_err(database_error)?;
-        if let (Some(url), Some(owner)) =
-            (&summary.options.webhook, self.tenants.named(tenant.name()))
-        {
-            let event = json!({ "event": "cancelled", "task_id": id, "total": summary.total,
-                "progress": counts.finished, "errors": counts.failed, "skipped": counts.skipped });
+        let webhook = summary.options.webhook.as_deref();
+        let (status, total) = (TaskStatus::Cancelled, summary.total);
+        self.ended(id, tenant.name(), webhook, status, total, counts)
+            .await;
+        Ok(summary)
+    }
+
+    /// Tells a task's webhook and its subscribers on every instance how it ended: `status`,
+    /// with its `total` and `counts`.
+    async fn ended(
+        &self,
+        id: &str,
+        tenant: &crate::ids::TenantName,
+        webhook: Option<&str>,
+        status: TaskStatus,
+        total: usize,
+        counts: store::Counts,
+    ) {
+        if let (Some(url), Some(owner)) = (webhook, self.tenants.named(tenant)) {
+            let event = json!({ "event": status.as_str(), "task_id": id, "total": total,
+                "progress": counts.finished, "errors": counts.failed,
+                "skipped": counts.skipped });
             self.webhooks.send(&owner, id, url, event, true);
         }
         self.announce(CrawlEvent::Done {
             task_id: id.to_string(),
-            status: TaskStatus::Cancelled,
+            status,
             progress: counts.finished,
-            total: summary.total,
+            total,
             errors: counts.failed,
             skipped: counts.skipped,
         })
         .await;
-        Ok(summary)
     }
 
     /// Resolves once the service shuts down: every task stops where it is, items in flight
@@ -458,23 +474,9 @@ impl Crawler {
             TaskStatus::Completed
         };
         if self.store.set_status(id, status).await? {
-            if let (Some(url), Some(owner)) =
-                (&task.options.webhook, self.tenants.named(&task.tenant))
-            {
-                let event = json!({ "event": status.as_str(), "task_id": id, "total": total,
-                    "progress": counts.finished, "errors": counts.failed,
-                    "skipped": counts.skipped });
-                self.webhooks.send(&owner, id, url, event, true);
-            }
-            self.announce(CrawlEvent::Done {
-                task_id: id.to_string(),
-                status,
-                progress: counts.finished,
-                total,
-                errors: counts.failed,
-                skipped: counts.skipped,
-            })
-            .await;
+            let webhook = task.options.webhook.as_deref();
+            self.ended(id, &task.tenant, webhook, status, total, counts)
+                .await;
         }
         Ok(())
     }
