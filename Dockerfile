@@ -6,6 +6,7 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+COPY crates crates
 COPY src src
 COPY benches benches
 COPY assets assets

@@ -12,10 +12,14 @@ use crate::sync::Locked;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use chromiumoxide::cdp::events::{CdpEvent, CdpEventMessage};
+use chromiumoxide::cdp::browser_protocol::{fetch, log, network, page, target};
+use chromiumoxide::cdp::events::CdpEvent;
+use chromiumoxide::cdp::js_protocol::runtime;
 use chromiumoxide::conn::Connection;
-use chromiumoxide::types::{CallId, Command, Message};
+use chromiumoxide::types::{CallId, Command, EventMessage, Message, Method, MethodId};
 use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -53,7 +57,7 @@ impl Drop for CdpLink {
 impl CdpLink {
     /// Opens the connection (the browser's DevTools WebSocket accepts several clients).
     pub(crate) async fn connect(ws_url: &str) -> Result<Self, String> {
-        let connection = Connection::<CdpEventMessage>::connect(ws_url)
+        let connection = Connection::<RawEvent>::connect(ws_url)
             .await
             .map_err(|e| e.to_string())?;
         let (outgoing, commands) = mpsc::unbounded_channel();
@@ -108,7 +112,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Drives the connection: sends queued commands, answers callers, routes events. Ends when the
 /// connection closes; callers then get "closed" errors.
 async fn pump(
-    mut connection: Connection<CdpEventMessage>,
+    mut connection: Connection<RawEvent>,
     mut commands: mpsc::UnboundedReceiver<Outgoing>,
     routes: Routes,
 ) {
@@ -142,15 +146,83 @@ async fn pump(
     }
 }
 
-fn deliver(routes: &Routes, message: CdpEventMessage) {
+/// An event as it comes, its parameters unparsed. Only the kinds the link's receivers handle
+/// are parsed ([`typed`]): parsing into chromiumoxide's `CdpEventMessage` built a copy of its
+/// parser for every CDP event into this crate, 8 % of the library's machine code.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEvent {
+    method: MethodId,
+    session_id: Option<String>,
+    #[serde(default)]
+    params: serde_json::Value,
+}
+
+impl Method for RawEvent {
+    fn identifier(&self) -> MethodId {
+        self.method.clone()
+    }
+}
+
+impl EventMessage for RawEvent {
+    fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+}
+
+/// The event, if it is of a kind the link's receivers (frames and their traffic) handle.
+fn typed(method: &str, params: serde_json::Value) -> Option<CdpEvent> {
+    fn parse<T: DeserializeOwned>(params: serde_json::Value) -> Option<T> {
+        serde_json::from_value(params).ok()
+    }
+    Some(match method {
+        target::EventAttachedToTarget::IDENTIFIER => {
+            CdpEvent::TargetAttachedToTarget(parse(params)?)
+        }
+        target::EventDetachedFromTarget::IDENTIFIER => {
+            CdpEvent::TargetDetachedFromTarget(parse(params)?)
+        }
+        fetch::EventRequestPaused::IDENTIFIER => CdpEvent::FetchRequestPaused(parse(params)?),
+        page::EventJavascriptDialogOpening::IDENTIFIER => {
+            CdpEvent::PageJavascriptDialogOpening(parse(params)?)
+        }
+        network::EventRequestWillBeSent::IDENTIFIER => {
+            CdpEvent::NetworkRequestWillBeSent(parse(params)?)
+        }
+        network::EventResponseReceived::IDENTIFIER => {
+            CdpEvent::NetworkResponseReceived(parse(params)?)
+        }
+        network::EventLoadingFinished::IDENTIFIER => {
+            CdpEvent::NetworkLoadingFinished(parse(params)?)
+        }
+        network::EventLoadingFailed::IDENTIFIER => CdpEvent::NetworkLoadingFailed(parse(params)?),
+        network::EventDataReceived::IDENTIFIER => CdpEvent::NetworkDataReceived(parse(params)?),
+        network::EventEventSourceMessageReceived::IDENTIFIER => {
+            CdpEvent::NetworkEventSourceMessageReceived(parse(params)?)
+        }
+        runtime::EventConsoleApiCalled::IDENTIFIER => {
+            CdpEvent::RuntimeConsoleApiCalled(parse(params)?)
+        }
+        runtime::EventExceptionThrown::IDENTIFIER => {
+            CdpEvent::RuntimeExceptionThrown(parse(params)?)
+        }
+        log::EventEntryAdded::IDENTIFIER => CdpEvent::LogEntryAdded(parse(params)?),
+        _ => return None,
+    })
+}
+
+fn deliver(routes: &Routes, message: RawEvent) {
     let Some(session) = message.session_id else {
+        return;
+    };
+    let Some(event) = typed(&message.method, message.params) else {
         return;
     };
     let mut routes = lock(routes);
     let Some(route) = routes.get(&session).cloned() else {
         return;
     };
-    match &message.params {
+    match &event {
         CdpEvent::TargetAttachedToTarget(attached) => {
             routes.insert(attached.session_id.inner().clone(), route.clone());
         }
@@ -160,10 +232,7 @@ fn deliver(routes: &Routes, message: CdpEventMessage) {
         _ => {}
     }
     drop(routes);
-    let _ = route.send(LinkEvent {
-        session,
-        event: message.params,
-    });
+    let _ = route.send(LinkEvent { session, event });
 }
 
 /// Where a command goes: a page's own session through chromiumoxide, or a session of the link.

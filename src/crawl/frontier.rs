@@ -354,7 +354,7 @@ pub fn normalise(url: &Url) -> Option<Url> {
 fn same_site(a: &Url, b: &Url) -> bool {
     let site = |url: &Url| {
         let host = url.host_str()?.to_string();
-        Some(psl::domain_str(&host).map_or(host.clone(), str::to_string))
+        Some(registrable::domain(&host).map_or(host.clone(), str::to_string))
     };
     site(a).is_some() && site(a) == site(b)
 }
