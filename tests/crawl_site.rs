@@ -552,7 +552,7 @@ async fn max_pages_and_globs_bound_a_crawl() {
 }
 
 /// A map lists a site's URLs with their link text, its sitemaps' and its llms.txt's, and
-/// fetches only the pages whose links it needs.
+/// fetches only the pages whose links it needs; what robots.txt disallows is skipped, not listed.
 #[tokio::test]
 async fn a_map_lists_urls_without_reading_them() {
     let site = Site::start().await;
@@ -581,10 +581,24 @@ async fn a_map_lists_urls_without_reading_them() {
     assert_eq!(listed["/guide"]["title"], "The guide");
     assert_eq!(listed["/guide"]["from"], site.url("/llms.txt"));
     assert_eq!(listed["/orphan/8"]["from"], site.url("/sitemap-b.xml.gz"));
-    for path in ["/old", "/spa", "/md/0", "/private/secret"] {
+    for path in ["/old", "/spa", "/md/0"] {
         assert!(listed.contains_key(path), "{path}: {listed:#?}");
     }
     assert_eq!(report["listed_count"], listed.len());
+    // What robots.txt keeps a crawl from reading is not listed as readable: it is skipped, as
+    // a crawl reports it, with the rule.
+    assert!(!listed.contains_key("/private/secret"), "{listed:#?}");
+    let secret = outcomes
+        .skipped
+        .iter()
+        .find(|s| s["url"] == site.url("/private/secret"))
+        .unwrap_or_else(|| panic!("/private/secret skipped: {:#?}", outcomes.skipped));
+    assert_eq!(secret["reason"], "robots", "{secret:#}");
+    let rule = secret["rule"].as_str().unwrap_or_default();
+    assert!(
+        rule.contains("robots.txt disallows /private/secret"),
+        "{secret:#}"
+    );
     let requested = site.requested();
     let pages: Vec<&String> = requested
         .keys()

@@ -28,6 +28,8 @@ impl Crawler {
         if item.index == 0 && frontier.follow.map {
             found.extend(self.llms_txt_links(tenant, frontier).await);
         }
+        self.judge_listed_by_robots(tenant, item.id, &mut found)
+            .await;
         self.add_found(tenant, item.id, &frontier.follow, &found)
             .await;
         if frontier.follow.map {
@@ -35,6 +37,19 @@ impl Crawler {
             return ItemOutcome::Listed(Listing { title });
         }
         ItemOutcome::Read(Box::new(page))
+    }
+
+    /// Marks what a map lists without reading (its last hop, sitemap and llms.txt entries) as
+    /// skipped where robots.txt keeps a crawl from reading it, as a crawl would report it, so
+    /// that a map shows what may be read rather than everything linked.
+    async fn judge_listed_by_robots(&self, tenant: &Arc<Tenant>, id: &str, found: &mut [Found]) {
+        for entry in found.iter_mut().filter(|f| f.list_only && f.skip.is_none()) {
+            let url = url::Url::parse(&entry.url).ok();
+            if let Err(rule) = self.robots_allow(tenant, id, url.as_ref()).await {
+                entry.skip = Some(SkipReason::Robots);
+                entry.rule = Some(rule.message);
+            }
+        }
     }
 
     /// The pages the seeds' sites list in their `llms.txt` (their overview for agents), with
@@ -110,6 +125,7 @@ impl Crawler {
             depth: item.depth,
             from: Some(item.url.clone()),
             skip: Some(SkipReason::Duplicate),
+            rule: None,
             title: None,
             list_only: false,
         };

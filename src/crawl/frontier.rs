@@ -99,6 +99,8 @@ pub struct Found {
     pub from: Option<String>,
     /// Not to be read, and why.
     pub skip: Option<SkipReason>,
+    /// The rule behind `skip`, where one names it (a robots.txt line).
+    pub rule: Option<String>,
     /// The link's text, for maps.
     pub title: Option<String>,
     /// Listed, not read (a map's last hop, its sitemap entries).
@@ -114,6 +116,7 @@ impl Found {
             depth: 0,
             from: None,
             skip: None,
+            rule: None,
             title: None,
             list_only: false,
         }
@@ -219,6 +222,7 @@ impl Frontier {
     ) -> Found {
         Found {
             skip: self.judge(&url).err(),
+            rule: None,
             url: url.to_string(),
             key: Some(url.to_string()),
             depth,

@@ -153,7 +153,7 @@ impl Crawler {
 
     /// Whether the site's robots.txt lets task `id` read `url` (when robots.txt are obeyed):
     /// Ok with the host's crawl delay, or the error that reports the URL as skipped.
-    async fn robots_allow(
+    pub(super) async fn robots_allow(
         &self,
         tenant: &Arc<Tenant>,
         id: &str,

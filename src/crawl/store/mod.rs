@@ -216,7 +216,7 @@ fn found_columns(found: &Found, room: bool) -> (&'static str, Option<String>, Op
         None => ("pending", None, None),
         Some(reason) => outcome_columns(&ItemOutcome::Skipped(Skip {
             reason,
-            rule: None,
+            rule: found.rule.clone(),
             title,
         })),
     }
