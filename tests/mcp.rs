@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use common::python::python;
 use common::{client, get_json, harness};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Runs tests/mcp_client.py against the shared service's pages and returns its report.
 async fn drive(transport: &str, target: &str) -> Value {
@@ -218,6 +218,35 @@ async fn check(report: &Value) {
     check_prompts_logging_and_cancellation(report);
 }
 
+/// completion/complete offers the tenant's saved profiles and this connection's sessions, by
+/// what was typed, and nothing for free text.
+fn check_completions(report: &Value) {
+    assert_eq!(report["profile_exported"], true, "{report:#}");
+    assert_eq!(
+        report["complete_profile"],
+        json!(["shop-login"]),
+        "{report:#}"
+    );
+    assert_eq!(report["complete_profile_unknown"], json!([]), "{report:#}");
+    // The connection's own session and the one it named.
+    let mut sessions: Vec<&str> = report["complete_session"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    sessions.sort_unstable();
+    assert_eq!(sessions.len(), 2, "{report:#}");
+    assert!(sessions[0].starts_with("mcp-"), "{report:#}");
+    assert_eq!(sessions[1], "shared-on-purpose", "{report:#}");
+    assert_eq!(
+        report["complete_session_typed"],
+        json!(["shared-on-purpose"]),
+        "{report:#}"
+    );
+    assert_eq!(report["complete_url"], json!([]), "{report:#}");
+}
+
 fn check_prompts_logging_and_cancellation(report: &Value) {
     // Every tool's guide and the workflows, rendered with their arguments.
     let prompts: Vec<&str> = report["prompts"]
@@ -245,6 +274,7 @@ fn check_prompts_logging_and_cancellation(report: &Value) {
         missing.contains("profile"),
         "a missing argument is refused: {missing}"
     );
+    check_completions(report);
     // At info: the readiness decision and the end, not the debug start line.
     let info = report["log_at_info"].as_array().unwrap();
     let events: Vec<(&str, &str)> = info

@@ -98,6 +98,30 @@ async def prompts_and_logging(session, spa_url):
     await session.call_tool("browser_read", {"mode": "upside-down"})
     await log_lines(lambda: len(LOG) >= 2)
     report["log_at_error"] = list(LOG)
+    report.update(await completions(session))
+    return report
+
+
+async def completions(session):
+    """completion/complete: the tenant's saved profiles for a prompt's `profile`, the sessions
+    this connection used for a resource template's `session`, nothing for free text."""
+    exported = await session.call_tool(
+        "browser_cookies", {"action": "export", "name": "shop-login"}
+    )
+    report = {"profile_exported": not exported.isError}
+    log_in = types.PromptReference(type="ref/prompt", name="log_in_once")
+    trace = types.ResourceTemplateReference(type="ref/resource", uri="webpilot://traces/{session}")
+    read_app = types.PromptReference(type="ref/prompt", name="read_javascript_app")
+    asked = {
+        "complete_profile": (log_in, {"name": "profile", "value": "shop"}),
+        "complete_profile_unknown": (log_in, {"name": "profile", "value": "zzz"}),
+        "complete_session": (trace, {"name": "session", "value": ""}),
+        "complete_session_typed": (trace, {"name": "session", "value": "sha"}),
+        "complete_url": (read_app, {"name": "url", "value": "http"}),
+    }
+    for key, (ref, argument) in asked.items():
+        answer = await session.complete(ref, argument)
+        report[key] = answer.completion.values
     return report
 
 

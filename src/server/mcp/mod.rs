@@ -9,6 +9,7 @@
 //! updated on progress for a client that subscribes; crawls as tasks (`tasks.rs`, answered in
 //! front of rmcp by `intercept.rs`).
 
+mod completion;
 mod elicitation;
 mod intercept;
 mod logging;
@@ -26,11 +27,11 @@ use base64::Engine;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 #[allow(deprecated)]
 use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
@@ -255,6 +256,7 @@ impl ServerHandler for McpFront {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
+            .enable_completions()
             .enable_logging()
             .enable_resources()
             .enable_resources_subscribe()
@@ -329,6 +331,18 @@ impl ServerHandler for McpFront {
     ) -> Result<GetPromptResponse, ErrorData> {
         let specs = self.app.registry.specs();
         prompts::get(specs, &request.name, request.arguments.as_ref()).map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let tenant = self.requester(&context)?;
+        let used = self.used.locked().clone();
+        completion::complete(&self.app, &tenant, &used, &request)
+            .await
+            .map(CompleteResult::new)
     }
 
     async fn list_resources(
