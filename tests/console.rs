@@ -344,6 +344,33 @@ async fn a_running_crawl_is_cancelled_from_the_panel() {
     says(person, "skipped: cancelled").await;
 }
 
+/// A map made through the API shows in the panel with what it listed (the links' text) and
+/// what it skipped, with why.
+#[tokio::test]
+async fn a_map_shows_what_it_listed_and_skipped() {
+    let person = "console-map";
+    let (status, created) = common::call_at(
+        &service().api,
+        "crawl_batch",
+        json!({ "urls": [format!("{}/web/article.html", service().fixtures)], "mode": "http",
+                "follow": {"depth": 1, "map": true} }),
+    )
+    .await;
+    assert_eq!(status, 200, "{created:#}");
+    let id = created["task_id"].as_str().unwrap().to_string();
+    let (_, report) = common::call_at(
+        &service().api,
+        "crawl_status",
+        json!({ "task_id": id, "wait": 30 }),
+    )
+    .await;
+    assert_eq!(report["status"], "completed", "{report:#}");
+    open_console(person, "/").await;
+    click(person, &format!("\"{id}\"")).await;
+    says(person, "/news — listed: News").await;
+    says(person, "operator.example/faq — skipped: scope").await;
+}
+
 #[tokio::test]
 async fn the_sessions_panel_lists_tabs_thumbnails_and_closes() {
     let person = "console-sessions";
