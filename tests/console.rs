@@ -344,28 +344,32 @@ async fn a_running_crawl_is_cancelled_from_the_panel() {
     says(person, "skipped: cancelled").await;
 }
 
-/// A map made through the API shows in the panel with what it listed (the links' text) and
-/// what it skipped, with why.
+/// A map started from the panel (a link depth and "Map only") shows what it listed (the links'
+/// text) and what it skipped, with why; the task the service holds is a map of that depth.
 #[tokio::test]
-async fn a_map_shows_what_it_listed_and_skipped() {
+async fn a_map_started_from_the_panel_shows_what_it_listed_and_skipped() {
     let person = "console-map";
-    let (status, created) = common::call_at(
-        &service().api,
-        "crawl_batch",
-        json!({ "urls": [format!("{}/web/article.html", service().fixtures)], "mode": "http",
-                "follow": {"depth": 1, "map": true} }),
-    )
-    .await;
-    assert_eq!(status, 200, "{created:#}");
-    let id = created["task_id"].as_str().unwrap().to_string();
-    let (_, report) = common::call_at(
-        &service().api,
-        "crawl_status",
-        json!({ "task_id": id, "wait": 30 }),
-    )
-    .await;
-    assert_eq!(report["status"], "completed", "{report:#}");
     open_console(person, "/").await;
+    let page = format!("{}/web/article.html?map", service().fixtures);
+    let field = ref_in(person, "\"URLs to crawl\"").await;
+    let typed = json!({ "session": person, "action": "type", "ref": field, "text": page });
+    tool("browser_interact", typed).await;
+    let depth = ref_in(person, "\"Link depth\"").await;
+    let typed = json!({ "session": person, "action": "type", "ref": depth, "text": "1" });
+    tool("browser_interact", typed).await;
+    click(person, "\"Map only\"").await;
+    click(person, "\"Start crawl\"").await;
+    says(person, "completed").await;
+    let listed = common::get_json(&format!("{}/api/crawler/tasks", service().api)).await;
+    let task = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["options"]["seeds"][0] == page.as_str())
+        .unwrap_or_else(|| panic!("the map's task: {listed:#}"));
+    assert_eq!(task["options"]["follow"]["depth"], 1, "{task:#}");
+    assert_eq!(task["options"]["follow"]["map"], true, "{task:#}");
+    let id = task["task_id"].as_str().unwrap();
     click(person, &format!("\"{id}\"")).await;
     says(person, "/news — listed: News").await;
     says(person, "operator.example/faq — skipped: scope").await;
@@ -791,6 +795,8 @@ async fn on_a_phone_sized_screen_the_controls_are_all_there_without_sideways_scr
         "textbox \"Message\"",
         "button \"Send\"",
         "button \"Start crawl\"",
+        "\"Link depth\"",
+        "checkbox \"Map only\"",
     ] {
         assert!(
             lines.iter().any(|l| l.contains(control)),
