@@ -275,17 +275,28 @@ async def press_done(session, url):
     # The person reads what is asked before pressing Done.
     await session.call_tool("browser_interact", {"session": viewer, "action": "wait",
                                                  "until": "Sign in for me", "timeout_ms": 20000})
+    line, clicked = await click_button(session, viewer, '"Done"', "Done")
+    if clicked is None:
+        return line
+    return text_of(clicked) if clicked.isError else "pressed"
+
+
+async def click_button(session, viewer, needle, text):
+    """Clicks the first element of `viewer`'s page whose line holds `needle`, waiting for
+    `text` to show between reads: (its line, the click's result), or (the last element list,
+    None) when it never showed."""
+    lines = []
     for _ in range(100):
         read = await session.call_tool("browser_read", {"session": viewer, "mode": "elements"})
         lines = json.loads(text_of(read))["content"].splitlines()
-        done = [line for line in lines if '"Done"' in line]
-        if done:
-            ref = int(re.match(r"\[(\d+)\]", done[0]).group(1))
+        found = [line for line in lines if needle in line]
+        if found:
+            ref = int(re.match(r"\[(\d+)\]", found[0]).group(1))
             clicked = await session.call_tool("browser_interact", {"session": viewer, "action": "click", "ref": ref})
-            return text_of(clicked) if clicked.isError else "pressed"
-        await session.call_tool("browser_interact", {"session": viewer, "action": "wait", "until": "Done",
+            return found[0], clicked
+        await session.call_tool("browser_interact", {"session": viewer, "action": "wait", "until": text,
                                                      "timeout_ms": 2000})
-    return lines
+    return lines, None
 
 
 async def link_opening_client(target, person, calls):
@@ -347,17 +358,9 @@ async def person_allows(session, url, report):
         viewer = f"allower-{os.getpid()}"
         opened = await session.call_tool("browser_navigate", {"session": viewer, "target": url})
         report["person_opened"] = not opened.isError
-        for _ in range(100):
-            read = await session.call_tool("browser_read", {"session": viewer, "mode": "elements"})
-            lines = json.loads(text_of(read))["content"].splitlines()
-            allow = [line for line in lines if 'button "Allow' in line]
-            if allow:
-                ref = int(re.match(r"\[(\d+)\]", allow[0]).group(1))
-                await session.call_tool("browser_interact", {"session": viewer, "action": "click", "ref": ref})
-                report["person_allowed"] = allow[0]
-                return
-            await session.call_tool("browser_interact", {"session": viewer, "action": "wait",
-                                                         "until": "Allow", "timeout_ms": 2000})
+        line, clicked = await click_button(session, viewer, 'button "Allow', "Allow")
+        if clicked is not None:
+            report["person_allowed"] = line
     except Exception as error:
         report["person_error"] = repr(error)
 

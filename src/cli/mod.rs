@@ -118,7 +118,6 @@ enum KeysAction {
     List,
 }
 
-/// A value named as the tool arguments name it (`main`, `browser`).
 /// How `webpilot crawl` crawls a site from its URLs (crawl_batch's `follow`); none of these:
 /// only the URLs given are read.
 #[derive(clap::Args, Debug)]
@@ -147,15 +146,9 @@ struct FollowArgs {
 }
 
 impl FollowArgs {
+    /// The task's `follow`; none when no option was given.
     fn follow(self) -> Option<Follow> {
-        let asked = self.depth.is_some()
-            || self.scope.is_some()
-            || !self.include.is_empty()
-            || !self.exclude.is_empty()
-            || self.max_pages.is_some()
-            || self.sitemap
-            || self.map;
-        asked.then_some(Follow {
+        let follow = Follow {
             depth: self.depth,
             scope: self.scope,
             include: self.include,
@@ -163,10 +156,12 @@ impl FollowArgs {
             max_pages: self.max_pages,
             from_sitemap: self.sitemap,
             map: self.map,
-        })
+        };
+        (follow != Follow::default()).then_some(follow)
     }
 }
 
+/// A value named as the tool arguments name it (`main`, `browser`).
 fn wire_name<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|e| e.to_string())
 }

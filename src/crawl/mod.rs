@@ -290,9 +290,11 @@ impl Crawler {
     /// the task's subscribers and webhook hear `cancelled`. A finished task stays as it is.
     pub async fn cancel(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
         // Another tenant's task is as unknown as one that never was.
-        self.summary(tenant, id).await?;
+        self.owned(tenant, id).await?;
         let cancelled = self.store.cancel(id).await.map_err(database_error)?;
-        let summary = self.summary(tenant, id).await?;
+        let task = self.owned(tenant, id).await?;
+        let counts = self.store.counts(id).await.map_err(database_error)?;
+        let summary = reports::summary_of(task, counts);
         if !cancelled {
             return Err(ToolError::invalid(format!(
                 "crawl task {id:?} is already {}",
@@ -303,7 +305,6 @@ impl Crawler {
             ));
         }
         self.robots.forget(id);
-        let counts = self.store.counts(id).await.map_err(database_error)?;
         let webhook = summary.options.webhook.as_deref();
         let (status, total) = (TaskStatus::Cancelled, summary.total);
         self.ended(id, tenant.name(), webhook, status, total, counts)

@@ -36,30 +36,41 @@ impl Crawler {
     /// Status and counts of `tenant`'s task, without its results. Another tenant's task is as
     /// unknown as one that never was.
     pub async fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
-        let task = self
-            .store
+        let task = self.owned(tenant, id).await?;
+        self.summarize(task).await
+    }
+
+    /// `tenant`'s task as stored; another tenant's is as unknown as one that never was.
+    pub(super) async fn owned(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskRow> {
+        self.store
             .task(id)
             .await
             .map_err(database_error)?
             .filter(|task| &task.tenant == tenant.name())
-            .ok_or_else(|| no_such_task(id))?;
-        self.summarize(task).await
+            .ok_or_else(|| no_such_task(id))
     }
 
     pub(super) async fn summarize(&self, task: TaskRow) -> ToolResult<TaskSummary> {
         let counts = self.store.counts(&task.id).await.map_err(database_error)?;
-        Ok(TaskSummary {
-            task_id: task.id,
-            status: task.status,
-            progress: counts.finished,
-            skipped: counts.skipped,
-            listed: counts.listed,
-            total: task.total,
-            created_ms: task.created_ms,
-            options: task.options,
-        })
+        Ok(summary_of(task, counts))
     }
+}
 
+/// A task's summary from its row and its items' counts.
+pub(super) fn summary_of(task: TaskRow, counts: store::Counts) -> TaskSummary {
+    TaskSummary {
+        task_id: task.id,
+        status: task.status,
+        progress: counts.finished,
+        skipped: counts.skipped,
+        listed: counts.listed,
+        total: task.total,
+        created_ms: task.created_ms,
+        options: task.options,
+    }
+}
+
+impl Crawler {
     /// Status, results and errors of a task, in the order URLs finished.
     pub async fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
         let summary = self.summary(tenant, id).await?;

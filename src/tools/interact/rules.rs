@@ -199,10 +199,10 @@ async fn confirmed(
             "a person must allow it first",
         ));
     }
-    if opener.is_some() {
+    let sent = opener.map(|opener| {
         call.waiting_for_person();
-    }
-    let sent = opener.map(|opener| send_to_client(opener, &asked, &ask.confirm_url));
+        send_to_client(opener, &asked, &ask.confirm_url)
+    });
     let answer = match &sent {
         Some((_, declined)) => tokio::select! {
             answer = answered(call, &hub, &asked, &ask) => Some(answer),
