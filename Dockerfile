@@ -10,7 +10,7 @@ COPY crates crates
 COPY src src
 COPY benches benches
 COPY assets assets
-RUN cargo build --release --locked --bin webpilot
+RUN cargo build --release --locked -p webpilot -p webpilot-pdf
 
 FROM debian:bookworm-slim
 # Unpinned on purpose: Debian's chromium follows its security updates (as scripts/setup does).
@@ -22,7 +22,7 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 webpilot \
     && mkdir /data \
     && chown webpilot:webpilot /data
-COPY --from=build /src/target/release/webpilot /usr/local/bin/webpilot
+COPY --from=build /src/target/release/webpilot /src/target/release/webpilot-pdf /usr/local/bin/
 USER 10001
 ENV WEBPILOT_BIND=0.0.0.0 \
     WEBPILOT_PORT=8931 \

@@ -1,7 +1,9 @@
-//! PDF reading speed: pages per second of `open_web_page`'s PDF reader (Markdown, in process)
-//! next to poppler's `pdftotext` (plain text, a process per file) on the same PDFs, in one run.
+//! PDF reading speed: pages per second of `open_web_page`'s PDF reader (Markdown, by the
+//! `webpilot-pdf` process, kept between files as the service keeps it) next to poppler's
+//! `pdftotext` (plain text, a process per file) on the same PDFs, in one run.
 //!
-//! `cargo bench --bench pdf -- [--rounds N] [--out FILE.json]`
+//! `cargo bench --bench pdf -- [--rounds N] [--out FILE.json]`, after `cargo build --release`
+//! (which builds the reader beside webpilot).
 //! The PDFs are the document fixtures (`fixtures/pdf/*.html`) printed by Chromium at the start.
 //! Under `cargo test --all-targets` (one round) it is a smoke test and skips a missing
 //! `pdftotext`.
@@ -26,11 +28,17 @@ fn main() {
     let out = option("--out").map(PathBuf::from);
     let dir = tempfile::tempdir().expect("temp dir");
     let files = print_fixtures(dir.path());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let documents: Vec<(PathBuf, Vec<u8>, usize)> = files
         .into_iter()
         .map(|path| {
             let bytes = std::fs::read(&path).expect("printed PDF");
-            let pages = pdf::page_count(&bytes).expect("a readable PDF");
+            let pages = runtime
+                .block_on(pdf::page_count(bytes.clone()))
+                .expect("a readable PDF (and webpilot-pdf built)");
             (path, bytes, pages)
         })
         .collect();
@@ -42,13 +50,13 @@ fn main() {
     for _ in 0..rounds {
         let started = Instant::now();
         for (_, bytes, _) in &documents {
-            let (extracted, _) = pdf::read(
+            let reading = pdf::read(
                 bytes.clone(),
                 ExtractKind::Main,
                 TextFormat::Markdown,
                 false,
-            )
-            .expect("read");
+            );
+            let (extracted, _) = runtime.block_on(reading).expect("read");
             assert!(!extracted.content.is_empty());
         }
         ours.push(started.elapsed());
@@ -79,7 +87,7 @@ fn main() {
     println!("| reader | pages/s | spread |");
     println!("|---|---|---|");
     println!(
-        "| webpilot (pdf_oxide, Markdown, in process) | {:.0} | {:.0}-{:.0} |",
+        "| webpilot (pdf_oxide, Markdown, its reader process kept between files) | {:.0} | {:.0}-{:.0} |",
         ours.0, ours.1, ours.2
     );
     if has_pdftotext {

@@ -1,6 +1,7 @@
 //! Responses that are files rather than pages — PDFs and office documents, books, tables — read
-//! like pages on the blocking pool within a time cap: the parsers cannot be stopped, so past
-//! `READ_LIMIT` the caller gets an answer and the thread finishes alone.
+//! like pages within a time cap: past `READ_LIMIT` the caller gets an answer. A PDF's reader is
+//! a process, killed then; the other parsers run on the blocking pool and cannot be stopped, so
+//! their thread finishes alone.
 
 use std::path::Path;
 use std::time::Duration;
@@ -117,11 +118,8 @@ pub(super) async fn read(
 /// A fetched PDF read, with the absolute targets of its link annotations when asked for.
 async fn pdf(fetched: &Fetched, reading: &Reading) -> ToolResult<FileRead> {
     let (kind, format, with_links) = (text_kind(reading.kind), reading.format, reading.links);
-    let bytes = fetched.body.clone();
-    let (extracted, mut info) = off_thread(fetched, "PDF", move || {
-        pdf::read(bytes, kind, format, with_links)
-    })
-    .await?;
+    let reading = pdf::read(fetched.body.clone(), kind, format, with_links);
+    let (extracted, mut info) = within_limit(fetched, "PDF", reading).await?;
     let base = &fetched.final_url;
     let links = std::mem::take(&mut info.links)
         .into_iter()
@@ -179,14 +177,27 @@ fn text_kind(kind: ExtractKind) -> ExtractKind {
     }
 }
 
-/// Runs `read` on the blocking pool within `READ_LIMIT`; a body cut at the fetch cap that does
-/// not read says so.
+/// Runs `read` on the blocking pool within `READ_LIMIT`.
 async fn off_thread<T: Send + 'static>(
     fetched: &Fetched,
     what: &str,
     read: impl FnOnce() -> ToolResult<T> + Send + 'static,
 ) -> ToolResult<T> {
-    let reading = tokio::task::spawn_blocking(read);
+    let reading = async {
+        tokio::task::spawn_blocking(read)
+            .await
+            .map_err(|e| ToolError::internal(format!("{what} reading failed: {e}")))?
+    };
+    within_limit(fetched, what, reading).await
+}
+
+/// Waits for `reading` at most `READ_LIMIT` (dropping it past that); a body cut at the fetch
+/// cap that does not read says so.
+async fn within_limit<T>(
+    fetched: &Fetched,
+    what: &str,
+    reading: impl Future<Output = ToolResult<T>>,
+) -> ToolResult<T> {
     let read = tokio::time::timeout(READ_LIMIT, reading)
         .await
         .map_err(|_| {
@@ -199,10 +210,9 @@ async fn off_thread<T: Send + 'static>(
                 ),
             )
             .with_hint("download it with browser_interact action=download, then read it with browser_read file=<its name>")
-        })?
-        .map_err(|e| ToolError::internal(format!("{what} reading failed: {e}")))?;
+        })?;
     match read {
-        Err(_) if fetched.truncated => Err(ToolError::new(
+        Err(error) if fetched.truncated && error.code == ErrorCode::Upstream => Err(ToolError::new(
             ErrorCode::Upstream,
             format!(
                 "{} is a {what} larger than the {} bytes a fetch reads, and its first part cannot be read alone",

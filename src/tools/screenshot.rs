@@ -160,7 +160,7 @@ async fn print(call: &mut Call<'_>, args: &ScreenshotArgs) -> ToolResult<Screens
         format: PDF_MIME,
         width: None,
         height: None,
-        pages: crate::web::pdf::page_count(&document),
+        pages: crate::web::pdf::page_count(document.clone()).await,
         bytes: document.len(),
         legend: None,
         saved: save_path,

@@ -1,13 +1,19 @@
-//! PDF documents read like pages: Markdown per page (headings from font sizes, paragraphs
+//! webpilot's PDF reader: a PDF as Markdown per page (headings from font sizes, paragraphs
 //! re-flowed, tables as pipe tables) with `<!-- page N -->` markers, the document's metadata,
-//! its link annotations for `extract=links`, and a clear answer for what cannot be read
-//! (encrypted, no text layer, broken).
+//! its link annotations, and a clear answer for what cannot be read (encrypted, broken).
 //!
-//! `pdf_oxide` parses. It was compared with `pdf-extract` on PDFs printed by Chromium from the
-//! fixtures in `fixtures/pdf/`: `pdf-extract` split words at kerning (`N otes`), lost a table
-//! row and every heading; `pdf_oxide` kept headings, reading order across columns and tables.
-//! Pages convert in parallel (a document's pages share only the parsed file), and tables are
-//! looked for only on pages that draw lines or boxes.
+//! It runs as a process of its own (`webpilot-pdf`, see `main.rs`) that webpilot starts and
+//! keeps for a few documents: a PDF is whatever a stranger's server sent, and a parser that
+//! loops, panics or eats memory on one is killed with its process, not left inside the service.
+//! Between documents it forgets what pdf_oxide caches across them (fonts, character maps), so
+//! one document never shapes how another reads. It also keeps pdf_oxide (the largest crate of
+//! the build) out of the service's build, so a first run serves before the reader is built.
+//!
+//! `pdf_oxide` parses. It was compared with `pdf-extract` on PDFs printed by Chromium from
+//! webpilot's fixtures: `pdf-extract` split words at kerning (`N otes`), lost a table row and
+//! every heading; `pdf_oxide` kept headings, reading order across columns and tables. Pages
+//! convert in parallel (a document's pages share only the parsed file), and tables are looked
+//! for only on pages that draw lines or boxes.
 
 use std::panic::AssertUnwindSafe;
 
@@ -15,140 +21,148 @@ use pdf_oxide::PdfDocument;
 use pdf_oxide::annotations::LinkAction;
 use pdf_oxide::converters::ConversionOptions;
 use pdf_oxide::object::Object;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::documents::Authorship;
-use super::extract::{ExtractKind, Extracted, TextFormat};
-use crate::error::{ErrorCode, ToolError, ToolResult};
+/// What to read of a document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Plain text instead of Markdown.
+    pub text: bool,
+    /// The content is the list of link targets, not the pages' text.
+    pub links_only: bool,
+    /// Also answer the link targets (for a crawl that follows them).
+    pub with_links: bool,
+}
 
-/// What is known of a PDF document.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct PdfInfo {
+/// One document's job in `webpilot-pdf serve`: a line of JSON, then `bytes` bytes of PDF.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Only the page count.
+    #[serde(default)]
+    pub pages_only: bool,
+    #[serde(default)]
+    pub text: bool,
+    #[serde(default)]
+    pub links_only: bool,
+    #[serde(default)]
+    pub with_links: bool,
+    pub bytes: usize,
+}
+
+impl Job {
+    /// Does the job.
+    pub fn run(&self, bytes: Vec<u8>) -> Answer {
+        let answer = match self.pages_only {
+            true => page_count(bytes),
+            false => read(
+                bytes,
+                Request {
+                    text: self.text,
+                    links_only: self.links_only,
+                    with_links: self.with_links,
+                },
+            ),
+        };
+        forget();
+        answer
+    }
+}
+
+/// Drops what pdf_oxide keeps from one document for the next (parsed fonts and character maps,
+/// keyed by hashes a crafted document could aim at).
+pub fn forget() {
+    pdf_oxide::fonts::global_cache::clear_global_font_cache();
+    pdf_oxide::fonts::cmap::clear_cmap_cache();
+}
+
+/// A read document, as the process writes it to its standard output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Document {
     pub pages: usize,
-    #[serde(flatten)]
-    pub made: Authorship,
+    /// The Info dictionary's title, else the first heading.
+    pub title: Option<String>,
+    pub author: Option<String>,
+    /// When it was made, as RFC 3339.
+    pub created: Option<String>,
     /// No page has text (a scan): the content is empty, not lost.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_text_layer: bool,
-    /// The URLs its link annotations lead to (when asked for, for a crawl that follows them).
-    #[serde(skip)]
-    #[schemars(skip)]
+    pub content: String,
+    /// The link annotations' targets, once each (when asked for).
     pub links: Vec<String>,
 }
 
-/// Whether a response is a PDF: by its media type, or by the `%PDF-` header the format puts in
-/// its first kilobyte.
-pub fn is_pdf(mime: &str, body: &[u8]) -> bool {
-    let declared_text = mime.starts_with("text/")
-        || ["html", "xml", "json", "javascript"]
-            .iter()
-            .any(|kind| mime.contains(kind));
-    matches!(mime, "application/pdf" | "application/x-pdf")
-        || (!declared_text
-            && body[..body.len().min(1024)]
-                .windows(5)
-                .any(|window| window == b"%PDF-"))
+/// The answer for one document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Document(Document),
+    /// Its page count alone.
+    Pages(usize),
+    /// Encrypted with a password nobody gave.
+    Encrypted,
+    /// Not a PDF that parses, and why.
+    Broken(String),
 }
 
-/// The pages of a PDF, if it parses.
-pub fn page_count(bytes: &[u8]) -> Option<usize> {
-    std::panic::catch_unwind(|| {
-        PdfDocument::from_bytes(bytes.to_vec())
-            .ok()?
+/// The pages of a PDF.
+pub fn page_count(bytes: Vec<u8>) -> Answer {
+    guarded(|| {
+        let document = PdfDocument::from_bytes(bytes).map_err(|e| e.to_string())?;
+        document
             .page_count()
-            .ok()
+            .map(Answer::Pages)
+            .map_err(|e| e.to_string())
     })
-    .ok()
-    .flatten()
 }
 
-/// Reads a PDF as `kind` in `format`. Blocking: call it off the async threads.
-pub fn read(
-    bytes: Vec<u8>,
-    kind: ExtractKind,
-    format: TextFormat,
-    with_links: bool,
-) -> ToolResult<(Extracted, PdfInfo)> {
-    // The parser is fed whatever a server sent; a panic deep in it is a broken document, not a
-    // broken service.
-    std::panic::catch_unwind(AssertUnwindSafe(|| {
-        read_document(bytes, kind, format, with_links)
-    }))
-    .unwrap_or_else(|_| Err(broken("the parser gave up on its structure")))
+/// Reads a PDF as asked.
+pub fn read(bytes: Vec<u8>, request: Request) -> Answer {
+    guarded(|| read_document(bytes, request))
 }
 
-fn read_document(
-    bytes: Vec<u8>,
-    kind: ExtractKind,
-    format: TextFormat,
-    with_links: bool,
-) -> ToolResult<(Extracted, PdfInfo)> {
-    let document = PdfDocument::from_bytes(bytes).map_err(|e| broken(&e.to_string()))?;
+/// The parser is fed whatever a server sent; a panic deep in it is a broken document.
+fn guarded(read: impl FnOnce() -> Result<Answer, String>) -> Answer {
+    std::panic::catch_unwind(AssertUnwindSafe(read))
+        .unwrap_or_else(|_| Err("the parser gave up on its structure".into()))
+        .unwrap_or_else(Answer::Broken)
+}
+
+fn read_document(bytes: Vec<u8>, request: Request) -> Result<Answer, String> {
+    let document = PdfDocument::from_bytes(bytes).map_err(|e| e.to_string())?;
     if document.is_encrypted() && !document.is_authenticated() {
-        return Err(ToolError::new(
-            ErrorCode::Upstream,
-            "the PDF is encrypted with a password; its text cannot be read",
-        )
-        .with_hint(
-            "download it (browser_interact action=download) and open it where the password is known",
-        ));
+        return Ok(Answer::Encrypted);
     }
-    let pages = document.page_count().map_err(|e| broken(&e.to_string()))?;
-    let mut info = PdfInfo {
+    let pages = document.page_count().map_err(|e| e.to_string())?;
+    let mut read = Document {
         pages,
-        made: Authorship {
-            title: info_string(&document, "Title"),
-            author: info_string(&document, "Author"),
-            created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
-        },
-        no_text_layer: false,
-        links: Vec::new(),
+        title: info_string(&document, "Title"),
+        author: info_string(&document, "Author"),
+        created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
+        ..Document::default()
     };
-    if with_links {
-        info.links = link_uris(&document, pages)
+    if request.with_links {
+        read.links = link_uris(&document, pages)
             .into_iter()
             .map(|(uri, _)| uri)
             .collect();
     }
-    let content = match kind {
-        ExtractKind::Links => links(&document, pages),
-        _ => {
-            let texts = pages_in_parallel(&document, pages, format)?;
-            info.no_text_layer = pages > 0 && texts.iter().all(|text| text.trim().is_empty());
-            join_pages(&texts)
-        }
+    read.content = if request.links_only {
+        links(&document, pages)
+    } else {
+        let texts = pages_in_parallel(&document, pages, request.text)?;
+        read.no_text_layer = pages > 0 && texts.iter().all(|text| text.trim().is_empty());
+        join_pages(&texts)
     };
-    let title = info
-        .made
-        .title
-        .clone()
-        .or_else(|| first_heading(&content))
-        .unwrap_or_default();
-    Ok((
-        Extracted {
-            title,
-            content,
-            ..Extracted::default()
-        },
-        info,
-    ))
-}
-
-fn broken(why: &str) -> ToolError {
-    ToolError::new(
-        ErrorCode::Upstream,
-        format!("the response is a PDF that cannot be read: {why}"),
-    )
-    .with_hint("the file is damaged or incomplete; download it with browser_interact action=download to keep the bytes")
+    read.title = read.title.or_else(|| first_heading(&read.content));
+    Ok(Answer::Document(read))
 }
 
 /// Each page's text, converted on as many threads as the machine has cores.
 fn pages_in_parallel(
     document: &PdfDocument,
     pages: usize,
-    format: TextFormat,
-) -> ToolResult<Vec<String>> {
+    plain_text: bool,
+) -> Result<Vec<String>, String> {
     let with_tables = ConversionOptions {
         detect_headings: true,
         extract_tables: true,
@@ -169,9 +183,10 @@ fn pages_in_parallel(
             .extract_paths(page)
             .map_or(true, |paths| !paths.is_empty());
         let options = if draws { &with_tables } else { &without_tables };
-        let text = match format {
-            TextFormat::Markdown => document.to_markdown(page, options),
-            TextFormat::Text => document.to_plain_text(page, options),
+        let text = if plain_text {
+            document.to_plain_text(page, options)
+        } else {
+            document.to_markdown(page, options)
         };
         // One unreadable page leaves a gap, not an unreadable document.
         text.map(|text| tidy(&text)).unwrap_or_default()
@@ -189,13 +204,12 @@ fn pages_in_parallel(
         for worker in workers {
             let part: Vec<String> = worker
                 .join()
-                .map_err(|_| broken("the parser gave up on a page"))?;
+                .map_err(|_| "the parser gave up on a page".to_string())?;
             texts.extend(part);
         }
         Ok(texts)
     })
 }
-
 /// Soft hyphens are where a word may break, not text; a line that ends in a hyphen inside a
 /// word continues on the next.
 fn tidy(text: &str) -> String {
@@ -351,24 +365,20 @@ mod tests {
     }
 
     #[test]
-    fn pdfs_are_known_by_type_or_header() {
-        assert!(is_pdf("application/pdf", b""));
-        assert!(is_pdf("application/octet-stream", b"\n%PDF-1.7\n"));
-        assert!(!is_pdf("text/html", b"<html>"));
-        assert!(!is_pdf("text/html", b"<p>a %PDF-1.7 header</p>"));
-    }
-
-    #[test]
-    fn garbage_is_a_clear_error() {
+    fn garbage_is_broken_not_a_panic() {
         for bytes in [
             Vec::new(),
             b"%PDF-1.7\n".to_vec(),
             b"%PDF-1.4\n1 0 obj << /Type /Catalog".to_vec(),
         ] {
-            let result = read(bytes, ExtractKind::Main, TextFormat::Markdown, false);
-            if let Err(error) = result {
-                assert_eq!(error.code, ErrorCode::Upstream);
-            }
+            assert!(matches!(
+                read(bytes.clone(), Request::default()),
+                Answer::Broken(_) | Answer::Document(_)
+            ));
+            assert!(matches!(
+                page_count(bytes),
+                Answer::Broken(_) | Answer::Pages(_)
+            ));
         }
     }
 }
