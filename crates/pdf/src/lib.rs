@@ -21,51 +21,17 @@ use pdf_oxide::PdfDocument;
 use pdf_oxide::annotations::LinkAction;
 use pdf_oxide::converters::ConversionOptions;
 use pdf_oxide::object::Object;
-use serde::{Deserialize, Serialize};
 
-/// What to read of a document.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Request {
-    /// Plain text instead of Markdown.
-    pub text: bool,
-    /// The content is the list of link targets, not the pages' text.
-    pub links_only: bool,
-    /// Also answer the link targets (for a crawl that follows them).
-    pub with_links: bool,
-}
+pub use webpilot_pdf_wire::{Answer, Document, Job};
 
-/// One document's job in `webpilot-pdf serve`: a line of JSON, then `bytes` bytes of PDF.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
-    /// Only the page count.
-    #[serde(default)]
-    pub pages_only: bool,
-    #[serde(default)]
-    pub text: bool,
-    #[serde(default)]
-    pub links_only: bool,
-    #[serde(default)]
-    pub with_links: bool,
-    pub bytes: usize,
-}
-
-impl Job {
-    /// Does the job.
-    pub fn run(&self, bytes: Vec<u8>) -> Answer {
-        let answer = match self.pages_only {
-            true => page_count(bytes),
-            false => read(
-                bytes,
-                Request {
-                    text: self.text,
-                    links_only: self.links_only,
-                    with_links: self.with_links,
-                },
-            ),
-        };
-        forget();
-        answer
-    }
+/// Does `job` on `bytes`, then forgets the document.
+pub fn run(job: &Job, bytes: Vec<u8>) -> Answer {
+    let answer = match job.pages_only {
+        true => page_count(bytes),
+        false => read(bytes, job),
+    };
+    forget();
+    answer
 }
 
 /// Drops what pdf_oxide keeps from one document for the next (parsed fonts and character maps,
@@ -73,35 +39,6 @@ impl Job {
 pub fn forget() {
     pdf_oxide::fonts::global_cache::clear_global_font_cache();
     pdf_oxide::fonts::cmap::clear_cmap_cache();
-}
-
-/// A read document, as the process writes it to its standard output.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Document {
-    pub pages: usize,
-    /// The Info dictionary's title, else the first heading.
-    pub title: Option<String>,
-    pub author: Option<String>,
-    /// When it was made, as RFC 3339.
-    pub created: Option<String>,
-    /// No page has text (a scan): the content is empty, not lost.
-    pub no_text_layer: bool,
-    pub content: String,
-    /// The link annotations' targets, once each (when asked for).
-    pub links: Vec<String>,
-}
-
-/// The answer for one document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    Document(Document),
-    /// Its page count alone.
-    Pages(usize),
-    /// Encrypted with a password nobody gave.
-    Encrypted,
-    /// Not a PDF that parses, and why.
-    Broken(String),
 }
 
 /// The pages of a PDF.
@@ -116,8 +53,8 @@ pub fn page_count(bytes: Vec<u8>) -> Answer {
 }
 
 /// Reads a PDF as asked.
-pub fn read(bytes: Vec<u8>, request: Request) -> Answer {
-    guarded(|| read_document(bytes, request))
+pub fn read(bytes: Vec<u8>, job: &Job) -> Answer {
+    guarded(|| read_document(bytes, job))
 }
 
 /// The parser is fed whatever a server sent; a panic deep in it is a broken document.
@@ -127,7 +64,7 @@ fn guarded(read: impl FnOnce() -> Result<Answer, String>) -> Answer {
         .unwrap_or_else(Answer::Broken)
 }
 
-fn read_document(bytes: Vec<u8>, request: Request) -> Result<Answer, String> {
+fn read_document(bytes: Vec<u8>, job: &Job) -> Result<Answer, String> {
     let document = PdfDocument::from_bytes(bytes).map_err(|e| e.to_string())?;
     if document.is_encrypted() && !document.is_authenticated() {
         return Ok(Answer::Encrypted);
@@ -140,16 +77,16 @@ fn read_document(bytes: Vec<u8>, request: Request) -> Result<Answer, String> {
         created: info_string(&document, "CreationDate").and_then(|date| rfc3339(&date)),
         ..Document::default()
     };
-    if request.with_links {
+    if job.with_links {
         read.links = link_uris(&document, pages)
             .into_iter()
             .map(|(uri, _)| uri)
             .collect();
     }
-    read.content = if request.links_only {
+    read.content = if job.links_only {
         links(&document, pages)
     } else {
-        let texts = pages_in_parallel(&document, pages, request.text)?;
+        let texts = pages_in_parallel(&document, pages, job.text)?;
         read.no_text_layer = pages > 0 && texts.iter().all(|text| text.trim().is_empty());
         join_pages(&texts)
     };
@@ -372,7 +309,7 @@ mod tests {
             b"%PDF-1.4\n1 0 obj << /Type /Catalog".to_vec(),
         ] {
             assert!(matches!(
-                read(bytes.clone(), Request::default()),
+                read(bytes.clone(), &Job::default()),
                 Answer::Broken(_) | Answer::Document(_)
             ));
             assert!(matches!(

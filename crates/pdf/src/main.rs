@@ -14,7 +14,7 @@
 use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 
-use webpilot_pdf::{Answer, Job, Request, page_count, read};
+use webpilot_pdf::{Answer, Job, page_count, read, run};
 
 const USAGE: &str = "usage: webpilot-pdf read [--text] [--links-only] [--with-links] < file.pdf \
      | webpilot-pdf pages < file.pdf | webpilot-pdf serve";
@@ -24,17 +24,17 @@ fn main() -> ExitCode {
     let Some((command, flags)) = args.split_first() else {
         return usage("");
     };
-    let mut request = Request::default();
+    let mut job = Job::default();
     for flag in flags {
         match flag.as_str() {
-            "--text" => request.text = true,
-            "--links-only" => request.links_only = true,
-            "--with-links" => request.with_links = true,
+            "--text" => job.text = true,
+            "--links-only" => job.links_only = true,
+            "--with-links" => job.with_links = true,
             other => return usage(&format!("unknown option {other}")),
         }
     }
     let result = match command.as_str() {
-        "read" => whole_input().map(|bytes| read(bytes, request)),
+        "read" => whole_input().map(|bytes| read(bytes, &job)),
         "pages" => whole_input().map(page_count),
         "serve" => return finish(serve()),
         other => return usage(&format!("unknown command {other}")),
@@ -76,7 +76,7 @@ fn serve() -> std::io::Result<()> {
         let job: Job = serde_json::from_str(&line).map_err(std::io::Error::other)?;
         let mut bytes = vec![0; job.bytes];
         input.read_exact(&mut bytes)?;
-        answer_line(&mut output, &job.run(bytes))?;
+        answer_line(&mut output, &run(&job, bytes))?;
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `webpilot-pdf` processes: found beside webpilot, started under limits, kept for a few
 //! documents (starting one costs more than reading a short PDF), killed when their caller stops
-//! waiting. The wire is `webpilot-pdf serve`'s: a line of JSON (`Job`, mirroring
-//! `webpilot_pdf::Job`) and the document's bytes in, a line of JSON (`Answer`) out.
+//! waiting. The wire is `webpilot-pdf serve`'s (`crates/pdf-wire`): a line of JSON (`Job`) and
+//! the document's bytes in, a line of JSON (`Answer`) out.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+pub(super) use webpilot_pdf_wire::{Answer, Document, Job};
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 
@@ -25,38 +25,6 @@ const READER_USES: u32 = 64;
 
 /// Readers waiting for a document, at most one per core.
 static IDLE: Mutex<Vec<Reader>> = Mutex::new(Vec::new());
-
-/// One document's job (`webpilot_pdf::Job` on the wire).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub(super) struct Job {
-    pub pages_only: bool,
-    pub text: bool,
-    pub links_only: bool,
-    pub with_links: bool,
-    pub bytes: usize,
-}
-
-/// The reader's answer (`webpilot_pdf::Answer` on the wire).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum Answer {
-    Document(Document),
-    Pages(usize),
-    Encrypted,
-    Broken(String),
-}
-
-/// A read document (`webpilot_pdf::Document` on the wire).
-#[derive(Debug, Deserialize)]
-pub(super) struct Document {
-    pub pages: usize,
-    pub title: Option<String>,
-    pub author: Option<String>,
-    pub created: Option<String>,
-    pub no_text_layer: bool,
-    pub content: String,
-    pub links: Vec<String>,
-}
 
 /// Has the installed reader do `job` on `bytes`. Dropping the future kills the reader.
 pub(super) async fn ask(job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
