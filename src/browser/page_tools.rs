@@ -26,19 +26,25 @@ pub struct PageTool {
 }
 
 /// The page's tools as plain data; `null` where the browser has no WebMCP. A page with WebMCP
-/// and no tool yet is given 500 ms for its first.
+/// and no tool yet is given until 500 ms after its load for its first.
 const LIST: &str = r#"(async () => {
   const context = document.modelContext;
   if (!context || typeof context.getTools !== 'function') return null;
   let tools = await context.getTools();
   if (tools.length === 0) {
     // A page registers its tools as it loads, and registration completes after the call that
-    // asks for it: a page that has none yet gets a moment for its first.
-    await new Promise(done => {
-      context.addEventListener('toolchange', done, { once: true });
-      setTimeout(done, 500);
-    });
-    tools = await context.getTools();
+    // asks for it: a page still loading, or loaded a moment ago, gets that moment for its
+    // first. One that loaded longer ago has none to come, and is not waited for.
+    const [navigation] = performance.getEntriesByType('navigation');
+    const loaded = navigation && navigation.loadEventEnd > 0 ? navigation.loadEventEnd : null;
+    const moment = loaded === null ? 500 : 500 - (performance.now() - loaded);
+    if (moment > 0) {
+      await new Promise(done => {
+        context.addEventListener('toolchange', done, { once: true });
+        setTimeout(done, moment);
+      });
+      tools = await context.getTools();
+    }
   }
   return tools.map(t => ({
     name: String(t.name), description: String(t.description || ''),
