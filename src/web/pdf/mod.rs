@@ -17,6 +17,9 @@ use super::extract::{ExtractKind, Extracted, TextFormat};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use reader::{Answer, Document, Job};
 
+/// Longest a page count may take (it parses the page tree only).
+const PAGE_COUNT_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What is known of a PDF document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PdfInfo {
@@ -46,13 +49,18 @@ pub fn is_pdf(mime: &str, body: &[u8]) -> bool {
                 .any(|window| window == b"%PDF-"))
 }
 
-/// The pages of a PDF, if it parses (and the reader is there).
+/// The pages of a PDF, if it parses within `PAGE_COUNT_LIMIT` (and the reader is there).
 pub async fn page_count(bytes: Vec<u8>) -> Option<usize> {
     let job = Job {
         pages_only: true,
         ..Job::default()
     };
-    match reader::ask(job, bytes).await.ok()? {
+    let counting = reader::ask(job, bytes);
+    match tokio::time::timeout(PAGE_COUNT_LIMIT, counting)
+        .await
+        .ok()?
+        .ok()?
+    {
         Answer::Pages(pages) => Some(pages),
         _ => None,
     }

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub(super) use webpilot_pdf_wire::{Answer, Document, Job};
 
@@ -34,6 +34,8 @@ pub(super) async fn ask(job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
 /// Has `program` do `job`: an idle reader if one waits (a fresh one if that one has died
 /// meanwhile), else a fresh one.
 pub(super) async fn ask_program(program: &Path, job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
+    // Shared by the exchange with an idle reader and, if that one has died, a fresh one's.
+    let bytes = Arc::new(bytes);
     if let Some(reader) = idle(program) {
         match exchange(reader, job, bytes.clone()).await? {
             Ok(answer) => return Ok(answer),
@@ -60,7 +62,11 @@ fn stopped_without_answer() -> ToolError {
 
 /// Runs one exchange on the blocking pool; the reader goes back to wait for the next document
 /// when it answered. `Ok(Err(()))`: it stopped without an answer.
-async fn exchange(mut reader: Reader, job: Job, bytes: Vec<u8>) -> ToolResult<Result<Answer, ()>> {
+async fn exchange(
+    mut reader: Reader,
+    job: Job,
+    bytes: Arc<Vec<u8>>,
+) -> ToolResult<Result<Answer, ()>> {
     let pid = reader.child.id();
     let talking = tokio::task::spawn_blocking(move || {
         let answer = reader.exchange(job, &bytes);
