@@ -94,6 +94,11 @@ fn read_document(bytes: Vec<u8>, job: &Job) -> Result<Answer, String> {
     Ok(Answer::Document(read))
 }
 
+/// The machine's cores, read once per process (a reader reads many documents, and the standard
+/// library reads cgroup files to count them).
+static CORES: std::sync::LazyLock<usize> =
+    std::sync::LazyLock::new(|| std::thread::available_parallelism().map_or(1, usize::from));
+
 /// Each page's text, converted on as many threads as the machine has cores.
 fn pages_in_parallel(
     document: &PdfDocument,
@@ -112,9 +117,7 @@ fn pages_in_parallel(
         extract_tables: false,
         ..with_tables.clone()
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(pages.max(1));
+    let threads = (*CORES).min(pages.max(1));
     let convert = |page: usize| {
         let draws = document
             .extract_paths(page)

@@ -7,16 +7,17 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 pub(super) use webpilot_pdf_wire::{Answer, Document, Job};
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::sync::Locked;
 
-pub(super) const READER: &str = "webpilot-pdf";
+const READER: &str = "webpilot-pdf";
 const READER_VARIABLE: &str = "WEBPILOT_PDF_READER";
 /// Address space a reader may take (a 64 MiB PDF parses in well under 1 GiB).
-pub(super) const READER_MEMORY: u64 = 4 << 30;
+const READER_MEMORY: u64 = 4 << 30;
 /// CPU time a reader may use in its life: one left running (its service gone, a document it
 /// loops on) stops by itself.
 const READER_CPU_SECONDS: u64 = 600;
@@ -25,6 +26,9 @@ const READER_USES: u32 = 64;
 
 /// Readers waiting for a document, at most one per core.
 static IDLE: Mutex<Vec<Reader>> = Mutex::new(Vec::new());
+/// The machine's cores, read once (the standard library reads cgroup files to count them).
+static CORES: LazyLock<usize> =
+    LazyLock::new(|| std::thread::available_parallelism().map_or(1, usize::from));
 
 /// Has the installed reader do `job` on `bytes`. Dropping the future kills the reader.
 pub(super) async fn ask(job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
@@ -33,14 +37,13 @@ pub(super) async fn ask(job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
 
 /// Has `program` do `job`: an idle reader if one waits (a fresh one if that one has died
 /// meanwhile), else a fresh one.
-pub(super) async fn ask_program(program: &Path, job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
+async fn ask_program(program: &Path, job: Job, bytes: Vec<u8>) -> ToolResult<Answer> {
     // Shared by the exchange with an idle reader and, if that one has died, a fresh one's.
     let bytes = Arc::new(bytes);
-    if let Some(reader) = idle(program) {
-        match exchange(reader, job, bytes.clone()).await? {
-            Ok(answer) => return Ok(answer),
-            Err(_gone) => {}
-        }
+    if let Some(reader) = idle(program)
+        && let Some(answer) = exchange(reader, job, bytes.clone()).await?
+    {
+        return Ok(answer);
     }
     let reader = Reader::start(program).map_err(|e| {
         ToolError::internal(format!(
@@ -50,7 +53,7 @@ pub(super) async fn ask_program(program: &Path, job: Job, bytes: Vec<u8>) -> Too
     })?;
     exchange(reader, job, bytes)
         .await?
-        .map_err(|_| stopped_without_answer())
+        .ok_or_else(stopped_without_answer)
 }
 
 fn stopped_without_answer() -> ToolError {
@@ -61,12 +64,8 @@ fn stopped_without_answer() -> ToolError {
 }
 
 /// Runs one exchange on the blocking pool; the reader goes back to wait for the next document
-/// when it answered. `Ok(Err(()))`: it stopped without an answer.
-async fn exchange(
-    mut reader: Reader,
-    job: Job,
-    bytes: Arc<Vec<u8>>,
-) -> ToolResult<Result<Answer, ()>> {
+/// when it answered. `None`: it stopped without an answer.
+async fn exchange(mut reader: Reader, job: Job, bytes: Arc<Vec<u8>>) -> ToolResult<Option<Answer>> {
     let pid = reader.child.id();
     let talking = tokio::task::spawn_blocking(move || {
         let answer = reader.exchange(job, &bytes);
@@ -79,15 +78,13 @@ async fn exchange(
         .await
         .map_err(|e| ToolError::internal(format!("PDF reading failed: {e}")))?;
     killer.disarm();
-    Ok(
-        match answer.map(|line| serde_json::from_str::<Answer>(&line)) {
-            Ok(Ok(answer)) => {
-                reader.rest();
-                Ok(answer)
-            }
-            _ => Err(()),
-        },
-    )
+    let answer = answer
+        .ok()
+        .and_then(|line| serde_json::from_str::<Answer>(&line).ok());
+    if answer.is_some() {
+        reader.rest();
+    }
+    Ok(answer)
 }
 
 /// A running `webpilot-pdf serve`.
@@ -154,13 +151,15 @@ impl Reader {
         }
     }
 
-    /// Waits for the next document, unless it has read its share or enough readers wait.
+    /// Waits for the next document, unless it has read its share or enough readers wait (then
+    /// it is stopped, outside the pool's lock).
     fn rest(self) {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let mut idle = IDLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.uses < READER_USES && idle.len() < cores {
+        let mut idle = IDLE.locked();
+        if self.uses < READER_USES && idle.len() < *CORES {
             idle.push(self);
+            return;
         }
+        drop(idle);
     }
 }
 
@@ -173,7 +172,7 @@ impl Drop for Reader {
 
 /// An idle reader of `program`.
 fn idle(program: &Path) -> Option<Reader> {
-    let mut idle = IDLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut idle = IDLE.locked();
     let at = idle.iter().position(|reader| reader.program == program)?;
     Some(idle.swap_remove(at))
 }
@@ -203,7 +202,7 @@ fn program() -> ToolResult<PathBuf> {
     program_from(std::env::var_os(READER_VARIABLE).map(PathBuf::from))
 }
 
-pub(super) fn program_from(variable: Option<PathBuf>) -> ToolResult<PathBuf> {
+fn program_from(variable: Option<PathBuf>) -> ToolResult<PathBuf> {
     if let Some(path) = variable {
         return match path.is_file() {
             true => Ok(path),
