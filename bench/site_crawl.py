@@ -278,6 +278,13 @@ class Nginx:
             os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
+def resident_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def children(pid: int) -> list[int]:
     found = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
@@ -290,9 +297,10 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def run_webpilot(binary: str, origin: str, pages: int) -> dict:
+def run_webpilot(binary: str, origin: str, pages: int, idle_seconds: int = 0) -> dict:
     """One crawl on a fresh webpilot: a reused one would ask the site whether pages changed
-    (If-None-Match) and take nginx's 304s for pages read in an earlier round."""
+    (If-None-Match) and take nginx's 304s for pages read in an earlier round. With
+    `idle_seconds`, also its resident memory that long after the crawl and its report."""
     with tempfile.TemporaryDirectory(prefix="webpilot-bench-data-") as data_dir:
         config = os.path.join(data_dir, "webpilot.toml")
         with open(config, "w") as f:
@@ -308,6 +316,10 @@ def run_webpilot(binary: str, origin: str, pages: int) -> dict:
             # crawl_status pages its results; the REST task endpoint returns all of them.
             with urllib.request.urlopen(f"{api}/api/crawler/tasks/{task['task_id']}", timeout=600) as response:
                 report = json.load(response)
+            idle = None
+            if idle_seconds:
+                time.sleep(idle_seconds)
+                idle = resident_mib(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -318,6 +330,7 @@ def run_webpilot(binary: str, origin: str, pages: int) -> dict:
     depth = max((r.get("depth", 0) for r in report["results"]), default=0)
     outcome = {"crawler": "webpilot", "pages": results, "seconds": round(seconds, 3),
                "pages_per_second": round(results / seconds, 1), "peak_rss_mib": round(rss, 1),
+               "idle_rss_mib": idle and round(idle, 1),
                "status": status["status"], "total": status["total"], "errors": len(errors),
                "skipped": status.get("skipped_count", 0), "empty_content": empty, "max_depth": depth,
                "error_samples": errors[:5], "skipped_samples": skipped[:5]}
@@ -442,7 +455,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="webpilot-bench-site-") as workdir:
             nginx = serve_site(workdir, args.rss_pages)
             with nginx as origin:
-                big = run_webpilot(args.bin, origin, args.rss_pages)
+                big = run_webpilot(args.bin, origin, args.rss_pages, idle_seconds=30)
             leftovers += nginx.leftovers
         big.update(site_pages=args.rss_pages, rss_limit_mib=RSS_LIMIT_MIB,
                    rss_within_limit=big["peak_rss_mib"] <= RSS_LIMIT_MIB)

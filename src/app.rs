@@ -108,6 +108,7 @@ impl App {
         let public_url = Arc::new(PublicUrl::new(config.public_url.clone()));
         let traces = Arc::new(Traces::new(config.data_dir.clone(), config.trace.clone()));
         sweep_traces(traces.clone(), stop.clone(), &tasks);
+        hand_back_memory(stop.clone(), &tasks);
         let registry = Arc::new(Registry::new(Ctx {
             config: config.clone(),
             files,
@@ -237,6 +238,11 @@ async fn live_links(config: &Config, database: Option<&Database>) -> anyhow::Res
 fn instance_id() -> String {
     let bytes = crate::ids::random_bytes::<4>();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Hands memory the heap freed back to the system, every few seconds, until the service stops.
+fn hand_back_memory(stop: CancellationToken, tasks: &TaskTracker) {
+    tasks.spawn(crate::web::work::hand_back_freed_memory(stop));
 }
 
 /// Removes traces past `[trace] max_age_hours`: at start, then every hour.

@@ -129,7 +129,7 @@ async fn a_card_form_in_another_sites_frame_is_filled_submitted_and_read() {
         json!({ "action": "click", "ref": ref_of(&lines, "Pay now") }),
     )
     .await;
-    assert_eq!(paid["navigated"], false, "the top page stays: {paid:#}");
+    assert!(paid["navigated"].is_null(), "the top page stays: {paid:#}");
     let posted: Vec<String> = common::page_fixtures::received()
         .into_iter()
         .filter(|(path, _)| path == "/pay")
@@ -202,7 +202,10 @@ async fn frames_inside_frames_and_below_the_fold_take_real_input() {
     let lines = element_lines(s).await;
     let verify = ref_of(&lines, "Verify with bank");
     let clicked = act(s, json!({ "action": "click", "ref": verify })).await;
-    assert_eq!(clicked["ready"]["by"], "quiet", "{clicked:#}");
+    assert!(
+        common::ready_by(&clicked).starts_with("quiet"),
+        "{clicked:#}"
+    );
     let found = read(s, "find", Some("Bank verified")).await;
     let hit = found["content"].as_str().unwrap();
     assert!(

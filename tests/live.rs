@@ -355,7 +355,7 @@ async fn a_handoff_ends_with_done_with_its_timeout_or_at_once() {
     let (status, done) = handoff.await.unwrap();
     assert_eq!(status, 200, "{done:#}");
     assert_eq!(done["handed_back"], "person", "{done:#}");
-    assert_eq!(done["navigated"], false, "{done:#}");
+    assert!(done["navigated"].is_null(), "not navigated: {done:#}");
 
     // Nobody comes: the hand-off ends with its time limit, and says so.
     let started = Instant::now();

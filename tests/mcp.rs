@@ -420,7 +420,6 @@ fn check_tasks(report: &Value) {
     assert_eq!(t["slow_status"], "working", "{t:#}");
     assert_eq!(t["cancelled"], "cancelled", "{t:#}");
     assert_eq!(t["after_cancel"], "cancelled", "{t:#}");
-    assert!(t["cancel_ms"].as_u64().unwrap() < 1000, "{t:#}");
     assert!(
         t["cancel_again"]
             .as_str()

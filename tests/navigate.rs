@@ -128,7 +128,6 @@ async fn refused_connection_is_navigation_failed() {
         json!({ "session": "nav-refused", "target": "about:blank" }),
     )
     .await;
-    let started = Instant::now();
     let error = fails(
         "browser_navigate",
         json!({ "session": "nav-refused", "target": format!("http://127.0.0.1:{port}/") }),
@@ -142,7 +141,6 @@ async fn refused_connection_is_navigation_failed() {
             .contains("CONNECTION_REFUSED"),
         "{error}"
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]
@@ -302,7 +300,10 @@ async fn private_targets_are_blocked_in_the_browser_too() {
     )
     .await;
     assert_eq!(framed["value"], "loaded", "{framed:#}");
-    assert!(framed["url"].as_str().unwrap().ends_with("/spa.html"));
+    assert!(
+        framed["url"].is_null(),
+        "the page stays, so its URL is not news: {framed:#}"
+    );
     untouched("frame");
     // The allowed address still opens.
     assert_eq!(open(s, "spa.html").await["status"], 200);

@@ -6,6 +6,8 @@
 //! sent to another site is caught before anything reaches it.
 
 mod common;
+#[path = "untrusted/hidden_links.rs"]
+mod hidden_links;
 
 use std::sync::OnceLock;
 use std::time::Duration;

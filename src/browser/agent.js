@@ -247,7 +247,8 @@
     }
     return '';
   }
-  function nameOf(el, role) {
+  // With `seen` (the element list's), text concealed inside the element is no part of its name.
+  function nameOf(el, role, seen) {
     const aria = el.getAttribute('aria-label');
     if (aria && aria.trim()) return aria;
     const label = labelText(el);
@@ -258,7 +259,7 @@
       if (['button', 'submit', 'reset'].includes(type)) return el.value || type;
       return el.placeholder || el.title || el.name || '';
     }
-    const text = el.innerText;
+    const text = (seen && shownTextIn(el, seen)) ?? el.innerText;
     if (text && text.trim()) return text;
     const img = el.querySelector && el.querySelector('img[alt],svg[aria-label]');
     if (img) return img.getAttribute('alt') || img.getAttribute('aria-label');
@@ -274,8 +275,8 @@
     } catch (e) { /* keep raw */ }
     return squash(out, 80);
   }
-  function describe(el, role) {
-    const item = { role, name: squash(nameOf(el, role), 80) };
+  function describe(el, role, seen) {
+    const item = { role, name: squash(nameOf(el, role, seen), 80) };
     const tag = el.tagName;
     if (role === 'link') item.href = shortHref(el);
     if (tag === 'SELECT') {
@@ -360,8 +361,9 @@
   const foreignKey = (el) => (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && !frameDocument(el) ? el[FRAME_KEY] || null : null;
 
   // Walks the light DOM, shadow roots and same-origin iframes in document order; foreign frames
-  // become marks with their content box and visible window.
-  function collect(root, offset, view, out) {
+  // become marks with their content box and visible window. What a person cannot see
+  // (elementConcealment) is left out, frames too.
+  function collect(root, offset, view, out, seen = freshSeen()) {
     const visit = (node, insideNative) => {
       for (let child = node.firstElementChild; child; child = child.nextElementSibling) {
         walk(child, insideNative);
@@ -370,17 +372,17 @@
     // A frame's document is walked in place; a foreign frame leaves a mark with its content box
     // and visible window.
     const walkFrame = (el) => {
-      if (el.clientWidth <= 0 || el.clientHeight <= 0) return;
+      if (el.clientWidth <= 0 || el.clientHeight <= 0 || elementConcealment(el, seen)) return;
       const inner = frameOffset(el, offset);
       const doc = frameDocument(el);
       if (doc) {
         if (doc.documentElement) {
           const innerView = { x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight, parent: view };
-          collect(doc.documentElement, inner, innerView, out);
+          collect(doc.documentElement, inner, innerView, out, seen);
         }
       } else if (el[FRAME_KEY]) {
-        const seen = clip({ x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight }, view);
-        out.push({ frame: el[FRAME_KEY], x: inner.x, y: inner.y, view: seen });
+        const part = clip({ x: inner.x, y: inner.y, w: el.clientWidth, h: el.clientHeight }, view);
+        out.push({ frame: el[FRAME_KEY], x: inner.x, y: inner.y, view: part });
       }
     };
     const walk = (el, insideNative) => {
@@ -394,7 +396,7 @@
       let entry = null;
       if (role || weak) {
         const box = visibleBox(el, offset);
-        if (box) {
+        if (box && !elementConcealment(el, seen)) {
           entry = { el, role: role || 'clickable', weak, box, view };
           out.push(entry);
         }
@@ -436,7 +438,8 @@
     }
     const top = { x: 0, y: 0, w: window.innerWidth, h: window.innerHeight, parent: null };
     const found = [];
-    if (root) collect(root, { x: 0, y: 0 }, top, found);
+    const seen = freshSeen();
+    if (root) collect(root, { x: 0, y: 0 }, top, found, seen);
     const items = [];
     const marks = [];
     for (const f of found) {
@@ -444,7 +447,7 @@
         marks.push({ key: f.frame, at: items.length, x: f.x, y: f.y, view: f.view });
         continue;
       }
-      const item = describe(f.el, f.role);
+      const item = describe(f.el, f.role, seen);
       item.ref = refFor(f.el);
       item.box = [f.box.x, f.box.y, f.box.w, f.box.h].map(Math.round);
       if (!inView(f.box, f.view)) item.offscreen = true;
@@ -563,7 +566,7 @@
 
   // What a reader sees of `root`, like innerText, with shadow roots and same-origin frames in
   // place and foreign frames as marks.
-  // ---- concealed text ------------------------------------------------------------------------
+  // ---- concealed text and elements ---------------------------------------------------------
   // Text a person cannot see is not page content: pages hide instructions to a model in it. An
   // element's own text is concealed when the element is hidden with its ancestors (display,
   // visibility, opacity), its font is under 2 px, its colour is its background's, it is clipped
@@ -573,7 +576,9 @@
     const m = /rgba?\(([\d.]+),?\s*([\d.]+),?\s*([\d.]+)(?:[,/]\s*([\d.]+))?/.exec(colour || '');
     return m ? { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] } : null;
   };
-  // Each element's style, box, background and clipping is looked up once per read (`seen`).
+  // Each element's style, box, background, clipping and verdict is looked up once per read.
+  const freshSeen = () => ({ styles: new Map(), grounds: new Map(), hidden: new Map(), widths: new Map(),
+    hosts: new Map(), elements: new Map() });
   const styleOf = (el, seen) => {
     let s = seen.styles.get(el);
     if (!s) { s = el.ownerDocument.defaultView.getComputedStyle(el); seen.styles.set(el, s); }
@@ -608,8 +613,23 @@
     seen.hidden.set(el, why);
     return why;
   }
-  function concealment(el, seen) {
+  // Whether no scroll brings `el` into view: left of or above the page, or right of its width
+  // (a box of no size at the page's very corner is only empty, not away).
+  function offPage(el, seen) {
     const view = el.ownerDocument.defaultView;
+    const r = el.getBoundingClientRect();
+    const [left, top] = [r.left + view.scrollX, r.top + view.scrollY];
+    const away = (far, size, near) => far <= 0 && (size > 0 || near < 0);
+    return away(left + r.width, r.width, left) || away(top + r.height, r.height, top)
+      || left >= pageWidth(el.ownerDocument, seen) ? 'off the page' : '';
+  }
+  function concealment(el, seen) {
+    if (seen.hosts.has(el)) return seen.hosts.get(el);
+    const why = textConcealment(el, seen);
+    seen.hosts.set(el, why);
+    return why;
+  }
+  function textConcealment(el, seen) {
     const s = styleOf(el, seen);
     // Visibility is inherited but a child may show itself again: the element's own value says.
     if (s.visibility !== 'visible') return 'hidden';
@@ -621,9 +641,7 @@
     const ground = ink && backgroundOf(el, seen);
     if (ground && Math.abs(ink.r - ground.r) + Math.abs(ink.g - ground.g) + Math.abs(ink.b - ground.b) < 12) return 'text the colour of its background';
     if (parseFloat(s.textIndent) < -500) return 'off the page';
-    const r = el.getBoundingClientRect();
-    if (r.right + view.scrollX <= 0 || r.bottom + view.scrollY <= 0 || r.left + view.scrollX >= pageWidth(el.ownerDocument, seen)) return 'off the page';
-    return '';
+    return offPage(el, seen);
   }
   // How wide a document's page is, once per read.
   function pageWidth(doc, seen) {
@@ -634,38 +652,127 @@
     }
     return width;
   }
-  // The elements under `root` (shadow roots and same-origin frames included) whose own text is
-  // concealed, with what that text held; kept for `concealedReport`. `unusual` (unusualPaths):
-  // below the rest, the browser's own walker finds the text.
+  // Elements that lead somewhere, show a picture or take input: hidden by the rules above
+  // (their own style or an ancestor's) or off the page, they are left out whole, address and
+  // all; a link or button also when all it shows is concealed text. A control hidden behind a
+  // label a person sees and clicks (a styled checkbox) stays.
+  const CARRIERS = new Set(['A', 'AREA', 'IMG', 'PICTURE', 'VIDEO', 'AUDIO', 'IFRAME', 'FRAME', 'EMBED',
+    'OBJECT', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA']);
+  const MEDIA = 'img,svg,picture,video,canvas,object,embed,input,select,textarea,iframe';
+  const carries = (el) => (el.tagName === 'A' ? el.hasAttribute('href')
+    : el.tagName === 'INPUT' ? el.type !== 'hidden' : CARRIERS.has(el.tagName)) || !!roleOf(el) || weakInteractive(el);
+  function elementConcealment(el, seen) {
+    if (seen.elements.has(el)) return seen.elements.get(el);
+    // Concealed while judged: a label holding its control does not vouch for itself.
+    seen.elements.set(el, 'hidden');
+    const s = styleOf(el, seen);
+    let why = s.visibility !== 'visible' ? 'hidden' : hiddenWithin(el, seen) || offPage(el, seen);
+    if (!why && !el.matches(MEDIA)) why = showsOnlyConcealed(el, seen);
+    if (why && el.labels && Array.from(el.labels).some((label) => !elementConcealment(label, seen))) why = '';
+    seen.elements.set(el, why);
+    return why;
+  }
+  // Why all `el` shows is concealed text (or, for a link, nothing at all); '' when it shows
+  // visible text or a mark of its own (a picture, a background, a border, an icon).
+  function showsOnlyConcealed(el, seen) {
+    if (shadowOf(el)) return '';
+    let why = null;
+    const walker = el.ownerDocument.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      if (!node.data.trim() || node.parentNode.nodeType !== 1 || SKIPPED.has(node.parentNode.tagName)) continue;
+      const hidden = concealment(node.parentNode, seen);
+      if (!hidden) return '';
+      why = why || hidden;
+    }
+    if (why === null && el.tagName !== 'A') return '';
+    return marked(el, seen) ? '' : why || 'nothing to see';
+  }
+  function marked(el, seen) {
+    const inner = Array.from(el.querySelectorAll('*'));
+    if (inner.some((n) => n.matches(MEDIA) && !elementConcealment(n, seen))) return true;
+    // A mark too small to see is none.
+    const r = el.getBoundingClientRect();
+    if (r.width < 4 || r.height < 4) return false;
+    const ground = backgroundOf(renderedParent(el), seen);
+    return [el, ...inner].some((n) => ownMark(n, seen, ground));
+  }
+  // A background picture or colour, a border, or an icon drawn before or after the content.
+  function ownMark(n, seen, ground) {
+    const s = styleOf(n, seen);
+    if (s.backgroundImage !== 'none' || parseFloat(s.borderTopWidth) + parseFloat(s.borderBottomWidth) > 0) return true;
+    const own = rgb(s.backgroundColor);
+    if (own && own.a > 0.5 && ground && Math.abs(own.r - ground.r) + Math.abs(own.g - ground.g) + Math.abs(own.b - ground.b) >= 12) return true;
+    const view = n.ownerDocument.defaultView;
+    return ['::before', '::after'].some((pseudo) => {
+      const content = view.getComputedStyle(n, pseudo).content;
+      return !!content && content !== 'none' && content !== 'normal' && content !== '""';
+    });
+  }
+  // The text `el` shows a person when some of its text is concealed (null when none is).
+  function shownTextIn(el, seen) {
+    const parts = [];
+    let hidden = false;
+    const walker = el.ownerDocument.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const host = node.parentNode;
+      if (!node.data.trim() || host.nodeType !== 1 || SKIPPED.has(host.tagName)) continue;
+      if (!concealment(host, seen)) parts.push(node.data);
+      // What innerText leaves out (no box, visibility) needs no other name.
+      else if (visible(host) && styleOf(host, seen).visibility === 'visible') hidden = true;
+    }
+    return hidden ? parts.join(' ') : null;
+  }
+  // At most 100 characters of concealed text for a warning, any address in it cut to its host.
+  const URLISH = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+|\b(?:(?:[a-z0-9-]+\.)+[a-z]{2,}|\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?[/?#][^\s"'<>]*/gi;
+  const quote = (text) => squash(text.replace(URLISH, (url) => {
+    try { return new URL(url.includes('://') ? url : 'http://' + url).hostname; } catch (e) { return '…'; }
+  }), 100);
+  // What under `root` (shadow roots and same-origin frames included) is concealed: `text`, the
+  // elements whose own text is, and `elements`, those left out whole; what they held is kept
+  // for `concealedReport` (characters of text, plus one per element). `unusual`
+  // (unusualPaths): below the rest, the browser's own walker finds them.
   let lastConcealed = { dropped: 0, warnings: [] };
   function concealedIn(root, unusual) {
-    const hosts = new Map();
-    const seen = { styles: new Map(), grounds: new Map(), hidden: new Map(), widths: new Map() };
+    const seen = freshSeen();
     const report = { dropped: 0, warnings: [] };
+    const concealed = { text: new Set(), elements: new Set() };
     const judge = (node) => {
       const text = node.data.trim();
       const host = node.parentNode;
       if (!text || !host || host.nodeType !== 1 || SKIPPED.has(host.tagName)) return;
-      let why = hosts.get(host);
-      if (why === undefined) { why = concealment(host, seen); hosts.set(host, why); }
+      const why = concealment(host, seen);
       if (!why) return;
+      concealed.text.add(host);
       report.dropped += text.length;
       if (INSTRUCTIONS.test(text) && report.warnings.length < 5) {
-        report.warnings.push({ kind: 'instructions_in_page', excerpt: squash(text, 160), where: `hidden: ${why}` });
+        report.warnings.push({ kind: 'instructions_in_page', excerpt: quote(text), where: `hidden: ${why}` });
       }
+    };
+    const judgeElement = (el) => {
+      if (carries(el) && elementConcealment(el, seen)) { concealed.elements.add(el); report.dropped++; }
     };
     const visit = (node) => {
       if (node.nodeType === 3) { judge(node); return; }
-      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || foreignKey(node)) return;
-      if (unusual.has(node)) { renderedChildren(node).forEach(visit); return; }
-      // No shadow root, slot or frame below: every text node is a plain descendant.
-      const walker = node.ownerDocument.createTreeWalker(node, NodeFilter.SHOW_TEXT);
-      while (walker.nextNode()) judge(walker.currentNode);
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || node.tagName === 'HEAD') return;
+      judgeElement(node);
+      if (foreignKey(node)) return;
+      // The head shows nothing: the root's other children are walked on their own.
+      if (unusual.has(node) || node === node.ownerDocument.documentElement) {
+        renderedChildren(node).forEach(visit);
+        return;
+      }
+      // No shadow root, slot or frame below: every node is a plain descendant.
+      const walker = node.ownerDocument.createTreeWalker(node, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
+      while (walker.nextNode()) {
+        const n = walker.currentNode;
+        if (n.nodeType === 3) judge(n);
+        else if (!SKIPPED.has(n.tagName)) judgeElement(n);
+      }
     };
     if (root) visit(root);
     lastConcealed = report;
-    const concealed = new Set();
-    for (const [host, why] of hosts) if (why) concealed.add(host);
     return concealed;
   }
   const concealedReport = () => lastConcealed;
@@ -676,13 +783,15 @@
     if (!root) return '';
     const unusual = unusualPaths();
     const concealed = concealedIn(root, unusual);
-    // Concealed text is left out by walking down to it.
-    for (const host of concealed) for (let n = host; n && !unusual.has(n); n = renderedParent(n)) unusual.add(n);
+    // What is concealed is left out by walking down to it.
+    for (const host of [...concealed.text, ...concealed.elements]) {
+      for (let n = host; n && !unusual.has(n); n = renderedParent(n)) unusual.add(n);
+    }
     if (!unusual.has(root)) return root.innerText ?? root.textContent;
     const out = [];
     const visit = (node) => {
-      if (node.nodeType === 3) { if (!concealed.has(node.parentNode)) out.push(node.data.replace(/\s+/g, ' ')); return; }
-      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return;
+      if (node.nodeType === 3) { if (!concealed.text.has(node.parentNode)) out.push(node.data.replace(/\s+/g, ' ')); return; }
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || concealed.elements.has(node)) return;
       const key = foreignKey(node);
       if (key) { out.push('\n' + frameMark(key) + '\n'); return; }
       if (!visible(node)) return;
@@ -711,8 +820,8 @@
     const copies = [copy, ...copy.querySelectorAll('*')];
     copies.forEach((c, i) => {
       const o = originals[i];
-      if (hidden.has(o) && o.tagName !== 'OPTION') { c.setAttribute('data-wp-drop', ''); return; }
-      if (concealed.has(o)) for (const t of [...c.childNodes]) if (t.nodeType === 3) t.remove();
+      if ((hidden.has(o) && o.tagName !== 'OPTION') || concealed.elements.has(o)) { c.setAttribute('data-wp-drop', ''); return; }
+      if (concealed.text.has(o)) for (const t of [...c.childNodes]) if (t.nodeType === 3) t.remove();
       absolutize(o, c);
     });
     copy.querySelectorAll('script,style,noscript,template,[data-wp-drop]' + (main ? ',' + CHROME : '')).forEach((n) => n.remove());
@@ -730,8 +839,8 @@
     const unusual = unusualPaths();
     const concealed = concealedIn(root, unusual);
     const copyOf = (node) => {
-      if (node.nodeType === 3) return concealed.has(node.parentNode) ? null : document.createTextNode(node.data);
-      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return null;
+      if (node.nodeType === 3) return concealed.text.has(node.parentNode) ? null : document.createTextNode(node.data);
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || concealed.elements.has(node)) return null;
       const key = foreignKey(node);
       if (key) {
         const mark = document.createElement('wp-frame');
@@ -754,6 +863,26 @@
     const copy = copyOf(root);
     return copy ? copy.outerHTML : '';
   }
+  // The HTML of `root` as its reader would extract from it: the document's head as it is, of
+  // the rest what a person can see (concealed elements and hidden parts gone, concealed text
+  // emptied). Shadow roots and frames are not in it, as in outerHTML.
+  const KEPT = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'OPTION', 'OPTGROUP']);
+  function shownHtml(root) {
+    if (!root) return '';
+    const concealed = concealedIn(root, unusualPaths());
+    const head = root.ownerDocument.head;
+    const copy = root.cloneNode(true);
+    const originals = [root, ...root.querySelectorAll('*')];
+    const copies = [copy, ...copy.querySelectorAll('*')];
+    copies.forEach((c, i) => {
+      const o = originals[i];
+      if (o === head || (head && head.contains(o)) || o === root.ownerDocument.documentElement) return;
+      if (concealed.elements.has(o) || (!KEPT.has(o.tagName) && !visible(o))) c.setAttribute('data-wp-drop', '');
+      else if (concealed.text.has(o)) for (const t of [...c.childNodes]) if (t.nodeType === 3) t.remove();
+    });
+    copy.querySelectorAll('[data-wp-drop]').forEach((n) => n.remove());
+    return copy.outerHTML;
+  }
 
   // ---- find ---------------------------------------------------------------------------------
   const HEADING = /^H([1-6])$/;
@@ -767,6 +896,21 @@
   function within(inner, outer) {
     for (let n = inner; n; n = n.parentNode || n.host) if (n === outer) return true;
     return false;
+  }
+  // The text of `block` as a person sees it: its innerText, unless something in it is concealed.
+  function shownText(block, concealed) {
+    if (![...concealed.text, ...concealed.elements].some((n) => within(n, block))) return block.innerText;
+    const parts = [];
+    const walk = (node) => {
+      if (node.nodeType === 3) { if (!concealed.text.has(node.parentNode)) parts.push(node.data); return; }
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || concealed.elements.has(node) || !visible(node)) return;
+      const gap = isBlock(node) ? ' ' : '';
+      parts.push(gap);
+      node.childNodes.forEach(walk);
+      parts.push(gap);
+    };
+    walk(block);
+    return parts.join('');
   }
   // Text matches of `query` in document order, each with its heading path and the refs of its
   // own section (the element holding it, else the nearest before and after); foreign frames
@@ -783,9 +927,9 @@
       if (node.nodeType === 3) {
         if (hits.length >= limit || !node.data.toLowerCase().includes(needle)) return;
         const host = node.parentElement || (node.parentNode && node.parentNode.host);
-        if (!host || !visible(host) || concealed.has(host)) return;
+        if (!host || !visible(host) || concealed.text.has(host)) return;
         const block = host.closest('p,li,td,th,h1,h2,h3,h4,h5,h6,section,article,div,label,button,a') || host;
-        const text = (block.innerText || node.data).replace(/\s+/g, ' ');
+        const text = (shownText(block, concealed) || node.data).replace(/\s+/g, ' ');
         const pos = Math.max(0, text.toLowerCase().indexOf(needle));
         const context = (pos > 80 ? '…' : '') + text.slice(Math.max(0, pos - 80), pos + needle.length + 80) +
           (pos + needle.length + 80 < text.length ? '…' : '');
@@ -794,7 +938,7 @@
         sequence.push({ hit });
         return;
       }
-      if (node.nodeType !== 1 || SKIPPED.has(node.tagName)) return;
+      if (node.nodeType !== 1 || SKIPPED.has(node.tagName) || concealed.elements.has(node)) return;
       const key = foreignKey(node);
       if (key) { marks.push({ key, at: hits.length, section: path() }); return; }
       const level = headingLevel(node);
@@ -1010,7 +1154,7 @@
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
+    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, shownHtml, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
     enumerable: false,
   });
 })();

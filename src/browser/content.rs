@@ -33,6 +33,9 @@ pub enum Form {
     /// HTML prepared for Markdown: scripts, styles, hidden parts and (with `main`) navigation
     /// chrome removed; links and images made absolute; frames and shadow roots included.
     Readable { main: bool },
+    /// `outerHTML` as a reader extracts from it: the head whole, of the body only what a
+    /// person can see (concealed text and elements left out, as the other reads leave them).
+    Shown,
 }
 
 impl Form {
@@ -40,10 +43,16 @@ impl Form {
     fn reader(self) -> &'static str {
         match self {
             Form::Html => "((el) => el.outerHTML)",
+            Form::Shown => "((el) => __wp.shownHtml(el))",
             Form::Text => "((el) => __wp.readText(el))",
             Form::Readable { main: true } => "((el) => __wp.readable(el, true))",
             Form::Readable { main: false } => "((el) => __wp.readable(el, false))",
         }
+    }
+
+    /// Whether the reading holds foreign frames' content (their marks filled in).
+    fn has_frames(self) -> bool {
+        matches!(self, Form::Text | Form::Readable { .. })
     }
 
     /// Where a reading of the whole document starts.
@@ -132,11 +141,12 @@ struct PageReading {
     concealed: Concealed,
 }
 
-/// Text a read left out because a person cannot see it (hidden, tiny, the colour of its
-/// background, clipped or off the page), and what of it reads like instructions to a model.
+/// What a read left out because a person cannot see it (hidden, tiny, the colour of its
+/// background, clipped or off the page: text, and links, images, controls and frames whole),
+/// and what of it reads like instructions to a model.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Concealed {
-    /// Characters left out.
+    /// Characters of text left out, plus one per element.
     pub dropped: usize,
     #[serde(default)]
     pub warnings: Vec<PageWarning>,
@@ -172,7 +182,7 @@ impl Tab {
     /// The rendered HTML or text of the page, a subtree matching a selector, or one element.
     pub async fn content(&self, scope: &Scope, form: Form) -> ToolResult<String> {
         let read = form.reader();
-        if !matches!(form, Form::Html) {
+        if form.has_frames() {
             self.tag_foreign_frames(&Doc::Top).await;
         }
         let value = match scope {
@@ -226,7 +236,7 @@ impl Tab {
     fn fill_frames(&self, text: String, form: Form, depth: usize) -> BoxFuture<'_, String> {
         Box::pin(async move {
             let (open, close) = match form {
-                Form::Html => return text,
+                Form::Html | Form::Shown => return text,
                 Form::Text => TEXT_MARK,
                 Form::Readable { .. } => HTML_MARK,
             };

@@ -59,7 +59,7 @@ pub use print::{Paper, Printing};
 pub use recognize::{Candidate, ElementIdentity, Match, Recognized};
 pub use session::{
     BrowserService, SavedHar, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
-    Turn,
+    Told, Turn,
 };
 pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy};
 pub use snapshot::{ChangesIn, Element, ElementChanges, ElementList, OFFSCREEN_HEADER};

@@ -59,6 +59,32 @@ pub struct Readiness {
     pub missing: Vec<String>,
 }
 
+/// A readiness verdict as an action reports it: a few words when all went quiet, else whole.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // Only its schema is used: `Readiness::serialize_short` writes it.
+enum ReadyReport {
+    Short(String),
+    Whole(Readiness),
+}
+
+impl Readiness {
+    /// `"quiet 12 ms"` when nothing was missing and the time did not run out; the verdict whole
+    /// otherwise.
+    fn serialize_short<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if !self.missing.is_empty() || self.by == ReadyBy::Timeout {
+            return self.serialize(serializer);
+        }
+        let by = match self.by {
+            ReadyBy::Quiet => "quiet",
+            ReadyBy::WaitFor => "wait_for",
+            ReadyBy::SettleCap => "settle_cap",
+            ReadyBy::Timeout => "timeout",
+        };
+        serializer.serialize_str(&format!("{by} {} ms", self.after_ms))
+    }
+}
+
 /// What to wait for.
 pub struct SettleGoal<'a> {
     pub wait_for: Option<&'a str>,
@@ -395,7 +421,13 @@ pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
 /// What an action caused, once the page settled.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Aftermath {
+    /// The action started a navigation of the tab (left out when it did not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub navigated: bool,
+    /// How the page settled: `"quiet 12 ms"`, or the verdict whole when something was missing
+    /// or the time ran out.
+    #[serde(serialize_with = "Readiness::serialize_short")]
+    #[schemars(with = "ReadyReport")]
     pub ready: Readiness,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<super::tab::DialogRecord>,

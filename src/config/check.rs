@@ -96,6 +96,9 @@ impl Config {
         {
             anyhow::bail!("live_secret must be at least {MIN_TOKEN_CHARS} characters");
         }
+        if self.max_profile_cookies == 0 {
+            anyhow::bail!("max_profile_cookies must be at least 1");
+        }
         if self.live_link_secs == 0 {
             anyhow::bail!("live_link_secs must be at least 1");
         }

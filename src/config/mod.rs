@@ -1,6 +1,7 @@
 //! The configuration model: one `Config` for the whole process, its sections (`[fetch]`,
-//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`, `[network]`, `[trace]`), their defaults, the tenants' key
-//! entries (`KeyEntry`, `KeysFile`) and `SearchBackend`.
+//! `[search]`, `[llm]`, `[crawl]`, `[files]`, `[downloads]`, `[network]`, `[trace]`,
+//! `[results]`), their defaults, the tenants' key entries (`KeyEntry`, `KeysFile`) and
+//! `SearchBackend`.
 //!
 //! Where the values come from: defaults ← `webpilot.toml` ← `WEBPILOT_*` env ← flags. Flags
 //! and environment variables are both parsed by clap ([`ConfigArgs`], in `flags`), which
@@ -83,6 +84,9 @@ pub struct Config {
     /// Encrypts saved profiles at rest (ChaCha20-Poly1305): 32 bytes as 64 hex digits or
     /// base64. None keeps them as plain JSON, protected by file mode 0600.
     pub profile_key: Option<String>,
+    /// Most cookies a profile import (`browser_cookies action=import`) may carry; past it the
+    /// import is refused (`LIMIT`). Its origins and their localStorage entries have the same cap.
+    pub max_profile_cookies: usize,
     /// Call rates per tool (`web_search = "10/min"`) and a `default`; none by default. Each
     /// tenant has buckets of its own.
     pub rate: HashMap<String, String>,
@@ -115,6 +119,8 @@ pub struct Config {
     pub network: NetworkConfig,
     /// The trace every session keeps of its tool calls (export, replay).
     pub trace: TraceConfig,
+    /// What results say.
+    pub results: ResultsConfig,
     /// An upstream proxy for the browser and the HTTP client alike (`http://user:pass@host:port`
     /// or `socks5://…`); the URL policy still judges every target.
     pub proxy: Option<String>,
@@ -382,6 +388,16 @@ impl Default for NetworkConfig {
     }
 }
 
+/// What tools' results say.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResultsConfig {
+    /// Every browser result says where its session is in full (`session`, `tab`, `url`,
+    /// `title`), as a call's `verbose: true` asks; by default an action's result says only
+    /// what changed since the session's previous result.
+    pub verbose: bool,
+}
+
 /// Each session's trace: its browser tool calls in order, with the elements they acted on
 /// (`GET /api/sessions/{session}/trace`, `webpilot trace export`, `webpilot replay`).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -431,6 +447,9 @@ pub struct FetchConfig {
     pub read_timeout_ms: u64,
     /// Longest a whole fetch (all redirects, whole body) may take.
     pub total_timeout_ms: u64,
+    /// Longest reading a fetched or rendered page or file may take (extraction, selector and
+    /// XPath schemas, documents, PDFs); past it the call answers TIMEOUT naming the stage.
+    pub read_limit_ms: u64,
     /// `User-Agent` of fetches without a browser and of search backends' requests.
     pub user_agent: String,
     /// Certificate authorities (a PEM file) trusted besides the built-in roots by fetches
@@ -449,6 +468,7 @@ impl Default for FetchConfig {
             connect_timeout_ms: 5_000,
             read_timeout_ms: 10_000,
             total_timeout_ms: 30_000,
+            read_limit_ms: 20_000,
             user_agent: concat!(
                 "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) ",
                 "Chrome/131.0 Safari/537.36 webpilot/",
@@ -554,6 +574,7 @@ impl Default for Config {
             live_secret: None,
             live_link_secs: 900,
             profile_key: None,
+            max_profile_cookies: 10_000,
             rate: Default::default(),
             keys: Vec::new(),
             keys_file: None,
@@ -569,6 +590,7 @@ impl Default for Config {
             downloads: DownloadsConfig::default(),
             network: NetworkConfig::default(),
             trace: TraceConfig::default(),
+            results: ResultsConfig::default(),
             proxy: None,
             proxy_bypass: Vec::new(),
             mcp_allowed_hosts: Vec::new(),

@@ -140,7 +140,8 @@ impl Crawler {
         })
     }
 
-    /// The pages the seeds' sites list in their sitemaps, at depth 0, judged by the frontier.
+    /// The pages the seeds' sites list in their sitemaps, at depth 0, judged by the frontier;
+    /// at most `sitemaps::MAX_FILES` sitemap files are read for all the sites together.
     async fn sitemap_pages(
         &self,
         tenant: &Arc<Tenant>,
@@ -148,10 +149,12 @@ impl Crawler {
         frontier: &Frontier,
     ) -> Vec<Found> {
         let limit = self.max_pages(tenant, &frontier.follow);
-        let mut found = Vec::new();
+        let (mut found, mut files) = (Vec::new(), sitemaps::MAX_FILES);
         for origin in frontier.seed_origins() {
-            let listed = self.robots.sitemaps(&self.pages, tenant, id, &origin).await;
-            let entries = sitemaps::pages_listed(&self.pages, tenant, listed, &origin, limit).await;
+            let listed = self.robots.sitemaps(tenant, id, &origin).await;
+            let site = (listed, origin.as_str());
+            let entries =
+                sitemaps::pages_listed(&self.pages, tenant, site, limit, &mut files).await;
             for (url, sitemap) in entries {
                 let Some(normal) = url::Url::parse(&url)
                     .ok()

@@ -114,7 +114,7 @@ impl Crawler {
             }
             Storage::Embedded(sqlite) => (Arc::new(SqliteStore::open(sqlite.clone())?), None),
         };
-        let robots = RobotsBook::new(pages.user_agent());
+        let robots = RobotsBook::new(pages.user_agent(), web.clone());
         let webhooks = Webhooks::new(
             webhook_secret,
             config.webhook_allow.clone(),

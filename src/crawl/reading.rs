@@ -166,7 +166,7 @@ impl Crawler {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Ok(None);
         }
-        self.robots.check(&self.pages, tenant, id, parsed).await
+        self.robots.check(tenant, id, parsed).await
     }
 
     /// Runs `work` while renewing the item's lease; None when the lease was lost to another

@@ -1,6 +1,8 @@
 //! robots.txt for crawls: each host's file is fetched once per task (through the task tenant's
 //! URL policy, like its pages), a URL it disallows for webpilot's product token is never
-//! fetched, and its `Crawl-delay` paces that host's fetches. Parsing is texting_robots'.
+//! fetched, and its `Crawl-delay` paces that host's fetches. Parsing is texting_robots'. Only
+//! the first `MAX_BYTES` of a file are read (RFC 9309 asks crawlers to read at least 500 KiB;
+//! Google reads that much): the rest is never downloaded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,12 +13,14 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::pages::{Pages, Plain};
 use crate::sync::Locked;
 use crate::tenancy::Tenant;
+use crate::web::WebService;
 
 /// The longest `Crawl-delay` honoured: a site asking for more is read this slowly.
 const MAX_DELAY: Duration = Duration::from_secs(30);
+/// The most of a robots.txt read: what follows is ignored, as RFC 9309 allows.
+const MAX_BYTES: usize = 500 * 1024;
 
 /// What a host's robots.txt says.
 enum SiteRules {
@@ -41,15 +45,18 @@ type Rules = Arc<OnceCell<Arc<SiteRules>>>;
 pub(super) struct RobotsBook {
     /// The product token rules are matched for (`webpilot`).
     agent: String,
+    /// The guarded client robots.txt files are fetched with.
+    web: Arc<WebService>,
     sites: Mutex<HashMap<TaskSite, Rules>>,
     next_fetch: Mutex<HashMap<String, Instant>>,
 }
 
 impl RobotsBook {
     /// `user_agent` is the HTTP client's; its last product names the crawler to robots.txt.
-    pub(super) fn new(user_agent: &str) -> Self {
+    pub(super) fn new(user_agent: &str, web: Arc<WebService>) -> Self {
         Self {
             agent: product_token(user_agent),
+            web,
             sites: Mutex::new(HashMap::new()),
             next_fetch: Mutex::new(HashMap::new()),
         }
@@ -59,13 +66,12 @@ impl RobotsBook {
     /// reports it as skipped, naming the rule.
     pub(super) async fn check(
         &self,
-        pages: &Pages,
         tenant: &Arc<Tenant>,
         task: &str,
         url: &Url,
     ) -> ToolResult<Option<Duration>> {
         let origin = url.origin().ascii_serialization();
-        match self.rules(pages, tenant, task, &origin).await.as_ref() {
+        match self.rules(tenant, task, &origin).await.as_ref() {
             SiteRules::Open => Ok(None),
             SiteRules::Unreachable(why) => Err(skipped(format!(
                 "{origin}/robots.txt could not be read ({why}), so nothing there is read"
@@ -85,25 +91,18 @@ impl RobotsBook {
     /// The sitemaps `origin`'s robots.txt lists.
     pub(super) async fn sitemaps(
         &self,
-        pages: &Pages,
         tenant: &Arc<Tenant>,
         task: &str,
         origin: &str,
     ) -> Vec<String> {
-        match self.rules(pages, tenant, task, origin).await.as_ref() {
+        match self.rules(tenant, task, origin).await.as_ref() {
             SiteRules::Rules(robot) => robot.sitemaps.clone(),
             _ => Vec::new(),
         }
     }
 
     /// `origin`'s rules for task `task`, fetched by the first that asks.
-    async fn rules(
-        &self,
-        pages: &Pages,
-        tenant: &Arc<Tenant>,
-        task: &str,
-        origin: &str,
-    ) -> Arc<SiteRules> {
+    async fn rules(&self, tenant: &Arc<Tenant>, task: &str, origin: &str) -> Arc<SiteRules> {
         let cell = self
             .sites
             .locked()
@@ -113,20 +112,24 @@ impl RobotsBook {
             })
             .or_default()
             .clone();
-        cell.get_or_init(|| async { Arc::new(self.fetch(pages, tenant, origin).await) })
+        cell.get_or_init(|| async { Arc::new(self.fetch(tenant, origin).await) })
             .await
             .clone()
     }
 
-    async fn fetch(&self, pages: &Pages, tenant: &Arc<Tenant>, origin: &str) -> SiteRules {
+    async fn fetch(&self, tenant: &Arc<Tenant>, origin: &str) -> SiteRules {
         let Ok(url) = Url::parse(&format!("{origin}/robots.txt")) else {
             return SiteRules::Open;
         };
-        match pages.fetch_plain(tenant, &url).await {
-            Ok(Plain::Found(body)) => texting_robots::Robot::new(&self.agent, &body)
-                .map_or(SiteRules::Open, SiteRules::Rules),
-            Ok(Plain::Missing) => SiteRules::Open,
-            Ok(Plain::Failed(status)) => SiteRules::Unreachable(format!("HTTP {status}")),
+        let client = &self.web.client;
+        match client.get_limited(&url, tenant.policy(), MAX_BYTES).await {
+            Ok(fetched) if (200..300).contains(&fetched.status) => {
+                let body = whole_lines(fetched.body, fetched.truncated);
+                texting_robots::Robot::new(&self.agent, &body)
+                    .map_or(SiteRules::Open, SiteRules::Rules)
+            }
+            Ok(fetched) if (400..500).contains(&fetched.status) => SiteRules::Open,
+            Ok(fetched) => SiteRules::Unreachable(format!("HTTP {}", fetched.status)),
             // The URL policy refuses the site: its pages are refused too, each with the rule.
             Err(error) if error.code == ErrorCode::BlockedUrl => SiteRules::Open,
             Err(error) => SiteRules::Unreachable(error.message),
@@ -149,6 +152,19 @@ impl RobotsBook {
     pub(super) fn forget(&self, task: &str) {
         self.sites.locked().retain(|site, _| site.task != task);
     }
+}
+
+/// A file read in part without its last line, which may be cut (`Disallow: /private` read as
+/// `Disallow: /`).
+fn whole_lines(mut body: Vec<u8>, cut: bool) -> Vec<u8> {
+    if cut {
+        let end = body
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        body.truncate(end);
+    }
+    body
 }
 
 fn skipped(message: String) -> ToolError {
@@ -181,9 +197,22 @@ mod tests {
         assert_eq!(product_token(""), "webpilot");
     }
 
+    #[test]
+    fn a_file_read_in_part_loses_its_cut_line() {
+        let body = b"User-agent: *\nDisallow: /private/\nDisallow: /pri".to_vec();
+        assert_eq!(
+            whole_lines(body.clone(), true),
+            b"User-agent: *\nDisallow: /private/\n"
+        );
+        assert_eq!(whole_lines(body.clone(), false), body);
+    }
+
     #[tokio::test]
     async fn a_host_is_paced_by_its_delay() {
-        let book = RobotsBook::new("webpilot/1");
+        let config = crate::config::Config::default();
+        let policy = Arc::new(crate::policy::UrlPolicy::new(&[]).unwrap());
+        let web = Arc::new(WebService::new(&config, policy).unwrap());
+        let book = RobotsBook::new("webpilot/1", web);
         let start = Instant::now();
         for _ in 0..3 {
             book.pace("a.test:80", Duration::from_millis(40)).await;

@@ -1,6 +1,7 @@
 //! A site's sitemaps as crawl seeds: those its robots.txt lists (else `/sitemap.xml`), sitemap
 //! index files followed, gzip sitemaps unpacked, every fetch under the task tenant's URL policy.
-//! Parsing is sitemapo's.
+//! A task reads at most `MAX_FILES` sitemap files, all its sites together. Parsing is
+//! sitemapo's.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::Read;
@@ -11,18 +12,19 @@ use url::Url;
 use crate::pages::{Pages, Plain};
 use crate::tenancy::Tenant;
 
-/// Sitemap files read per site and task: an index of indexes ends here.
-const MAX_FILES: usize = 64;
+/// Sitemap files read per task, all its sites together: an index of indexes ends here.
+pub(super) const MAX_FILES: usize = 50;
 /// The most a gzip sitemap unpacks to (the protocol's limit is 50 MB).
 const MAX_UNPACKED: u64 = 50 * 1024 * 1024;
 
-/// Pages the sitemaps list, each with the sitemap that listed it, at most `limit`.
+/// Pages the sitemaps list, each with the sitemap that listed it, at most `limit`, reading at
+/// most `files` more sitemap files (counted down).
 pub(super) async fn pages_listed(
     pages: &Pages,
     tenant: &Arc<Tenant>,
-    listed: Vec<String>,
-    origin: &str,
+    (listed, origin): (Vec<String>, &str),
     limit: usize,
+    files: &mut usize,
 ) -> Vec<(String, String)> {
     let mut queue: VecDeque<Url> = listed.iter().filter_map(|u| Url::parse(u).ok()).collect();
     if queue.is_empty() {
@@ -30,12 +32,13 @@ pub(super) async fn pages_listed(
     }
     let (mut seen, mut found) = (HashSet::new(), Vec::new());
     while let Some(sitemap) = queue.pop_front() {
-        if found.len() >= limit || seen.len() >= MAX_FILES {
+        if found.len() >= limit || *files == 0 {
             break;
         }
         if !seen.insert(sitemap.to_string()) {
             continue;
         }
+        *files -= 1;
         let body = match pages.fetch_plain(tenant, &sitemap).await {
             Ok(Plain::Found(body)) => body,
             Ok(_) => continue,

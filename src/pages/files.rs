@@ -1,10 +1,9 @@
 //! Responses that are files rather than pages — PDFs and office documents, books, tables — read
-//! like pages within a time cap: past `READ_LIMIT` the caller gets an answer. A PDF's reader is
-//! a process, killed then; the other parsers run on the blocking pool and cannot be stopped, so
-//! their thread finishes alone.
+//! like pages within the read limit (`fetch.read_limit_ms`): past it the caller gets an answer.
+//! A PDF's reader is a process, killed then; the other parsers run on a reader thread
+//! (`work::off_thread`), told to stop.
 
 use std::path::Path;
-use std::time::Duration;
 
 use url::Url;
 
@@ -16,9 +15,7 @@ use crate::web::data::DataRead;
 use crate::web::documents::{self, DocumentInfo, DocumentKind};
 use crate::web::extract::{self, ExtractKind, Extracted};
 use crate::web::pdf::{self, PdfInfo};
-
-/// Longest a file may take to read.
-const READ_LIMIT: Duration = Duration::from_secs(20);
+use crate::web::work;
 
 /// A file read: its content, what is known of it, its data (`extract=json`) and its links (for
 /// a crawl that follows them).
@@ -42,7 +39,9 @@ impl Pages {
         cursor: Option<&str>,
     ) -> ToolResult<Page> {
         let budget = paging::budget(options.max_tokens)?;
-        let reading = Reading::new(options)?.with_model(self.web.model_for(tenant));
+        let reading = Reading::new(options)?
+            .with_model(self.web.model_for(tenant))
+            .within(&self.config);
         let url = Url::from_file_path(path).map_err(|()| {
             ToolError::internal(format!("{} is not an absolute path", path.display()))
         })?;
@@ -118,8 +117,16 @@ pub(super) async fn read(
 /// A fetched PDF read, with the absolute targets of its link annotations when asked for.
 async fn pdf(fetched: &Fetched, reading: &Reading) -> ToolResult<FileRead> {
     let (kind, format, with_links) = (text_kind(reading.kind), reading.format, reading.links);
-    let reading = pdf::read(fetched.body.clone(), kind, format, with_links);
-    let (extracted, mut info) = within_limit(fetched, "PDF", reading).await?;
+    let read = pdf::read(fetched.body.clone(), kind, format, with_links);
+    let read = tokio::time::timeout(reading.limit, read)
+        .await
+        .map_err(|_| {
+            work::timed_out(
+                &format!("reading the PDF at {}", fetched.final_url),
+                reading.limit,
+            )
+        });
+    let (extracted, mut info) = cut_body_explained(fetched, "PDF", read.flatten())?;
     let base = &fetched.final_url;
     let links = std::mem::take(&mut info.links)
         .into_iter()
@@ -149,7 +156,8 @@ async fn document(
     let request = reading.data.clone();
     let bytes = fetched.body.clone();
     let base = fetched.final_url.clone();
-    let (document, links, data) = off_thread(fetched, "document", move || {
+    let stage = format!("reading the document at {}", fetched.final_url);
+    let read = work::off_thread(&stage, reading.limit, move || {
         let document = documents::read(&bytes, kind, text_kind(extract_kind), format, &base)?;
         let links = with_links.then(|| extract::link_targets(&document.html(), &base));
         let data = request.map(|request| {
@@ -159,7 +167,8 @@ async fn document(
         });
         Ok((document, links, data))
     })
-    .await?;
+    .await;
+    let (document, links, data) = cut_body_explained(fetched, "document", read.flatten())?;
     Ok(FileRead {
         extracted: document.extracted,
         pdf: None,
@@ -177,40 +186,8 @@ fn text_kind(kind: ExtractKind) -> ExtractKind {
     }
 }
 
-/// Runs `read` on the blocking pool within `READ_LIMIT`.
-async fn off_thread<T: Send + 'static>(
-    fetched: &Fetched,
-    what: &str,
-    read: impl FnOnce() -> ToolResult<T> + Send + 'static,
-) -> ToolResult<T> {
-    let reading = async {
-        tokio::task::spawn_blocking(read)
-            .await
-            .map_err(|e| ToolError::internal(format!("{what} reading failed: {e}")))?
-    };
-    within_limit(fetched, what, reading).await
-}
-
-/// Waits for `reading` at most `READ_LIMIT` (dropping it past that); a body cut at the fetch
-/// cap that does not read says so.
-async fn within_limit<T>(
-    fetched: &Fetched,
-    what: &str,
-    reading: impl Future<Output = ToolResult<T>>,
-) -> ToolResult<T> {
-    let read = tokio::time::timeout(READ_LIMIT, reading)
-        .await
-        .map_err(|_| {
-            ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "reading the {what} at {} took longer than {} s",
-                    fetched.final_url,
-                    READ_LIMIT.as_secs()
-                ),
-            )
-            .with_hint("download it with browser_interact action=download, then read it with browser_read file=<its name>")
-        })?;
+/// A file's read, where a body cut at the fetch cap that does not read says so.
+fn cut_body_explained<T>(fetched: &Fetched, what: &str, read: ToolResult<T>) -> ToolResult<T> {
     match read {
         Err(error) if fetched.truncated && error.code == ErrorCode::Upstream => Err(ToolError::new(
             ErrorCode::Upstream,

@@ -7,6 +7,7 @@
 //! `crawl.browser_parallel` at once across all callers.
 
 mod files;
+mod markdown;
 pub mod paging;
 mod sniff;
 
@@ -18,7 +19,7 @@ use tokio::sync::Semaphore;
 use url::Url;
 
 use crate::browser::{Blocked, BrowserService, Destination, Form, Scope};
-use crate::config::Config;
+use crate::config::{Config, FetchConfig};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tenancy::Tenant;
 use crate::web::client::Fetched;
@@ -27,7 +28,9 @@ use crate::web::documents::DocumentInfo;
 use crate::web::extract::{self, Article, ExtractKind, Extracted, Structured, TextFormat};
 use crate::web::llm::LlmClient;
 use crate::web::pdf::PdfInfo;
-use crate::web::{WebService, shell};
+use crate::web::{WebService, shell, work};
+use markdown::from_markdown;
+pub use markdown::markdown_links;
 use paging::slice_text;
 
 use sniff::ContentClass;
@@ -127,9 +130,13 @@ pub struct Page {
     /// Meta tags and headings (extract=structured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
-    /// Characters of text the page hides from a person, left out.
+    /// What the page hides from a person, left out: characters of text, plus one per link,
+    /// image or control.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden_text_dropped: Option<usize>,
+    /// Elements nested more than 512 deep, left out with what they hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub too_deep: Option<usize>,
     /// The response was a PDF document: its pages and metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdf: Option<PdfInfo>,
@@ -207,6 +214,8 @@ struct Reading {
     /// The model that reads the data (a schema, no selectors), when there is one: what the
     /// page publishes is not looked for then.
     model: Option<Arc<LlmClient>>,
+    /// Longest the reading may take (`fetch.read_limit_ms`).
+    limit: std::time::Duration,
 }
 
 impl Reading {
@@ -227,7 +236,27 @@ impl Reading {
             links: options.links,
             data,
             model: None,
+            limit: std::time::Duration::from_millis(FetchConfig::default().read_limit_ms),
         })
+    }
+
+    /// This reading within `config`'s read limit.
+    fn within(mut self, config: &Config) -> Self {
+        self.limit = std::time::Duration::from_millis(config.fetch.read_limit_ms);
+        self
+    }
+
+    /// An HTML document read as asked, on a reader thread within the read limit.
+    async fn html_off_thread(
+        &self,
+        html: String,
+        base: Url,
+    ) -> ToolResult<(Extracted, Vec<(String, String)>, Option<DataRead>)> {
+        let reading = self.clone();
+        work::off_thread("reading the page", self.limit, move || {
+            reading.html(&html, &base)
+        })
+        .await
     }
 
     /// This reading with the caller's model (if any) taking the data a schema asks for.
@@ -248,7 +277,7 @@ impl Reading {
             .data
             .as_ref()
             .filter(|_| self.model.is_none())
-            .map(|request| request.from_html(html, base));
+            .map(|request| request.from_html(&extract::shown(html), base));
         (
             extract::extract(html, base, self.kind, self.format),
             links,
@@ -316,7 +345,9 @@ impl Pages {
             .map_err(|e| ToolError::invalid(format!("field `url` is not a URL ({e}): {url:?}")))?;
         tenant.policy().check_url(&url)?;
         let budget = paging::budget(options.max_tokens)?;
-        let reading = Reading::new(options)?.with_model(self.web.model_for(tenant));
+        let reading = Reading::new(options)?
+            .with_model(self.web.model_for(tenant))
+            .within(&self.config);
         let loaded = match options.mode {
             FetchMode::Browser => {
                 release();
@@ -428,21 +459,21 @@ impl Pages {
             let arrival = tab
                 .navigate(Destination::Url(url.to_string()), None, left)
                 .await?;
-            let html = tab.content(&Scope::Page, Form::Html).await?;
+            // What a person sees: concealed text and elements are left out, and counted.
+            let html = tab.content(&Scope::Page, Form::Shown).await?;
+            let concealed = tab.take_concealed().dropped;
             let final_url = Url::parse(&tab.url().await).unwrap_or_else(|_| url.clone());
-            Ok::<_, ToolError>((arrival.status, html, final_url))
+            Ok::<_, ToolError>((arrival.status, html, final_url, concealed))
         }
         .await;
         let blocked = session.take_blocked();
         // Closed whatever happened: no render leaves a context, a tab or a cookie behind.
         session.discard().await;
         drop(turn);
-        let (status, html, final_url) = rendered?;
-        let (base, reading) = (final_url.clone(), reading.clone());
-        let (extracted, links, data) =
-            tokio::task::spawn_blocking(move || reading.html(&html, &base))
-                .await
-                .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        let (status, html, final_url, concealed) = rendered?;
+        let (mut extracted, links, data) = reading.html_off_thread(html, final_url.clone()).await?;
+        let dropped = extracted.hidden_text_dropped.unwrap_or(0) + concealed;
+        extracted.hidden_text_dropped = (dropped > 0).then_some(dropped);
         Ok(Loaded {
             links,
             data,
@@ -490,12 +521,12 @@ async fn from_http(
     if matches!(mime.as_str(), "text/markdown" | "text/x-markdown") {
         let markdown = fetched.text(false);
         let base = fetched.final_url.clone();
-        let (extracted, links) = tokio::task::spawn_blocking(move || {
-            let links = want_links.then(|| markdown_links(&markdown, &base));
-            (from_markdown(markdown, &base, kind, format), links)
-        })
-        .await
-        .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+        let (extracted, links) =
+            work::off_thread("reading the Markdown", reading.limit, move || {
+                let links = want_links.then(|| markdown_links(&markdown, &base));
+                (from_markdown(markdown, &base, kind, format), links)
+            })
+            .await?;
         return Ok(Ok(Loaded {
             via: Via::Markdown,
             links: links.unwrap_or_default(),
@@ -522,12 +553,12 @@ async fn from_http(
         ContentClass::Binary => return Err(sniff::not_a_page(&fetched.final_url, &mime)),
     };
     let (base, reading) = (fetched.final_url.clone(), reading.clone());
-    let (read, why) = tokio::task::spawn_blocking(move || {
+    let limit = reading.limit;
+    let (read, why) = work::off_thread("reading the page", limit, move || {
         let why = escalate.then(|| shell::needs_browser(&html)).flatten();
         (why.is_none().then(|| reading.html(&html, &base)), why)
     })
-    .await
-    .map_err(|e| ToolError::internal(format!("extraction failed: {e}")))?;
+    .await?;
     Ok(match (read, why) {
         (Some((extracted, links, data)), _) => Ok(Loaded {
             links,
@@ -586,6 +617,7 @@ fn page(
         article: loaded.extracted.article,
         structured: loaded.extracted.structured,
         hidden_text_dropped: loaded.extracted.hidden_text_dropped,
+        too_deep: loaded.extracted.too_deep,
         pdf: loaded.pdf,
         document: loaded.document,
         data_source: data.as_ref().map(|d| d.source),
@@ -612,71 +644,4 @@ fn conditions(previous: &Page) -> Vec<(&'static str, String)> {
         headers.push(("if-modified-since", modified.clone()));
     }
     headers
-}
-
-/// What to read of a site's own Markdown: the main content or the whole page in Markdown is
-/// the document as the site wrote it; other kinds and plain text come from its HTML rendering.
-fn from_markdown(markdown: String, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
-    let title = markdown_title(&markdown);
-    if matches!(kind, ExtractKind::Main | ExtractKind::Full) && format == TextFormat::Markdown {
-        return Extracted {
-            title,
-            content: markdown,
-            ..Extracted::default()
-        };
-    }
-    let mut body = String::new();
-    pulldown_cmark::html::push_html(
-        &mut body,
-        pulldown_cmark::Parser::new_ext(&markdown, pulldown_cmark::Options::all()),
-    );
-    let html = format!(
-        "<!doctype html><html><head><title>{}</title></head><body><main>{body}</main></body></html>",
-        crate::web::escape_html(&title)
-    );
-    Extracted {
-        title,
-        ..extract::extract(&html, base, kind, format)
-    }
-}
-
-/// The links of a Markdown document, absolute, with their text.
-pub fn markdown_links(markdown: &str, base: &Url) -> Vec<(String, String)> {
-    use pulldown_cmark::{Event, Tag, TagEnd};
-    let mut links = Vec::new();
-    // The link being read: its URL and the text so far.
-    let mut open: Option<(String, String)> = None;
-    for event in pulldown_cmark::Parser::new(markdown) {
-        match event {
-            Event::Start(Tag::Link { dest_url, .. }) => {
-                open = base
-                    .join(&dest_url)
-                    .ok()
-                    .map(|u| (u.to_string(), String::new()));
-            }
-            Event::Text(text) | Event::Code(text) => {
-                if let Some((_, label)) = &mut open {
-                    label.push_str(&text);
-                }
-            }
-            Event::End(TagEnd::Link) => links.extend(open.take()),
-            _ => {}
-        }
-    }
-    links
-}
-
-/// A Markdown document's title: its first heading, else its first line.
-fn markdown_title(markdown: &str) -> String {
-    let lines = || markdown.lines().map(str::trim).filter(|l| !l.is_empty());
-    lines()
-        .find_map(|line| {
-            line.strip_prefix('#')
-                .map(|h| h.trim_start_matches('#').trim())
-        })
-        .or_else(|| lines().next())
-        .unwrap_or_default()
-        .chars()
-        .take(200)
-        .collect()
 }

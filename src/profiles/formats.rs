@@ -1,10 +1,14 @@
 //! Import and export formats of a profile: Playwright storageState, Netscape cookies.txt and
-//! browser-extension JSON cookie arrays.
+//! browser-extension JSON cookie arrays. An import is counted before it is parsed: one with
+//! more cookies, origins or localStorage entries than a profile takes is refused without
+//! building them.
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use super::{OriginStorage, Profile, SavedCookie};
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 
 /// Formats a profile can be imported from (and exported to, for storageState).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,11 +30,14 @@ pub fn detect_format(content: &str) -> CookieFormat {
     }
 }
 
-/// Parses an import into cookies and origins, naming the line or field at fault.
+/// Parses an import of at most `max` cookies (and as many origins and localStorage entries)
+/// into cookies and origins, naming the line or field at fault.
 pub fn parse_import(
     content: &str,
     format: CookieFormat,
+    max: usize,
 ) -> ToolResult<(Vec<SavedCookie>, Vec<OriginStorage>)> {
+    within_limit(content, format, max)?;
     match format {
         CookieFormat::Netscape => parse_netscape(content).map(|c| (c, Vec::new())),
         CookieFormat::JsonArray => {
@@ -51,6 +58,62 @@ pub fn parse_import(
             Ok((cookies, Vec::new()))
         }
         CookieFormat::StorageState => parse_storage_state(content),
+    }
+}
+
+/// The shape of a storageState, its entries counted and not kept.
+#[derive(Deserialize)]
+struct StateShape {
+    #[serde(default)]
+    cookies: Vec<IgnoredAny>,
+    #[serde(default)]
+    origins: Vec<OriginShape>,
+}
+
+#[derive(Deserialize)]
+struct OriginShape {
+    #[serde(default, rename = "localStorage")]
+    local_storage: Vec<IgnoredAny>,
+}
+
+/// Refuses an import that holds more than `max` cookies, origins or localStorage entries (all
+/// origins together), counting them without building them. A file that does not have the
+/// format's shape passes: the parser names what is wrong with it.
+fn within_limit(content: &str, format: CookieFormat, max: usize) -> ToolResult<()> {
+    let counts = match format {
+        CookieFormat::Netscape => {
+            let lines = content.lines().filter(|line| {
+                let line = line.strip_prefix("#HttpOnly_").unwrap_or(line);
+                !line.trim().is_empty() && !line.starts_with('#')
+            });
+            vec![("cookies", lines.count())]
+        }
+        CookieFormat::JsonArray => match serde_json::from_str::<Vec<IgnoredAny>>(content) {
+            Ok(cookies) => vec![("cookies", cookies.len())],
+            Err(_) => return Ok(()),
+        },
+        CookieFormat::StorageState => match serde_json::from_str::<StateShape>(content) {
+            Ok(state) => vec![
+                ("cookies", state.cookies.len()),
+                ("origins", state.origins.len()),
+                (
+                    "localStorage entries",
+                    state.origins.iter().map(|o| o.local_storage.len()).sum(),
+                ),
+            ],
+            Err(_) => return Ok(()),
+        },
+    };
+    match counts.into_iter().find(|(_, count)| *count > max) {
+        Some((what, count)) => Err(ToolError::new(
+            ErrorCode::Limit,
+            format!("import: the file holds {count} {what}, more than the {max} a profile takes"),
+        )
+        .with_hint(format!(
+            "import only the sites the task needs: split the file into profiles of at most \
+             {max} {what} each (nothing was saved; the operator may raise max_profile_cookies)"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -241,14 +304,54 @@ mod tests {
         });
         let text = to_storage_state(&p).to_string();
         assert_eq!(detect_format(&text), CookieFormat::StorageState);
-        let (cookies, origins) = parse_import(&text, CookieFormat::StorageState).unwrap();
+        let (cookies, origins) = parse_import(&text, CookieFormat::StorageState, 10).unwrap();
         assert_eq!(cookies, p.cookies);
         assert_eq!(origins, p.origins);
         let error = parse_import(
             r#"{"cookies": [{"name": "a"}]}"#,
             CookieFormat::StorageState,
+            10,
         )
         .unwrap_err();
         assert!(error.message.contains("cookies[0]"), "{}", error.message);
+    }
+
+    #[test]
+    fn imports_past_the_cap_are_refused_by_count_before_parsing() {
+        let line = "example.com\tFALSE\t/\tFALSE\t0\tname\tvalue\n";
+        let text = format!("# Netscape HTTP Cookie File\n\n{}", line.repeat(11));
+        let error = parse_import(&text, CookieFormat::Netscape, 10).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit);
+        assert!(
+            error.message.contains("holds 11 cookies"),
+            "{}",
+            error.message
+        );
+        assert!(error.hint.contains("at most 10"), "{}", error.hint);
+        let (cookies, _) = parse_import(&line.repeat(10), CookieFormat::Netscape, 10).unwrap();
+        assert_eq!(cookies.len(), 10);
+
+        let array = serde_json::to_string(&vec![json!({"name": "a"}); 11]).unwrap();
+        let error = parse_import(&array, CookieFormat::JsonArray, 10).unwrap_err();
+        assert!(
+            error.message.contains("holds 11 cookies"),
+            "{}",
+            error.message
+        );
+
+        let entries: Vec<Value> = (0..6)
+            .map(|i| json!({"name": i.to_string(), "value": "v"}))
+            .collect();
+        let origin = json!({"origin": "https://a.test", "localStorage": entries});
+        let state = json!({"cookies": [], "origins": [origin, origin]}).to_string();
+        let error = parse_import(&state, CookieFormat::StorageState, 10).unwrap_err();
+        assert!(
+            error.message.contains("holds 12 localStorage entries"),
+            "{}",
+            error.message
+        );
+        // A file of the wrong shape is the parser's to name.
+        let error = parse_import("{\"cookies\": 3}", CookieFormat::StorageState, 10).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidArgument);
     }
 }

@@ -180,6 +180,10 @@ impl Tool for Cookies {
     const DESCRIPTION: &'static str =
         "Saved logins: export, load, ensure_login, list, clear, import.";
 
+    fn acts(args: &CookiesArgs) -> bool {
+        args.action != Action::List
+    }
+
     async fn run(&self, call: &mut Call<'_>, args: CookiesArgs) -> ToolResult<CookiesOutput> {
         let store = call.ctx.profiles.of(call.tenant());
         if let Some(name) = &args.name {
@@ -188,7 +192,10 @@ impl Tool for Cookies {
         let ends = call.ends();
         Ok(match args.action {
             // Import only writes a file: no session is opened for it.
-            Action::Import => import(&store, &call.ctx.files, call.tenant(), &args).await?,
+            Action::Import => {
+                let max = call.ctx.config.max_profile_cookies;
+                import(&store, (&call.ctx.files, call.tenant()), &args, max).await?
+            }
             Action::Export => export(&store, call.session().await?, &args).await?,
             Action::Load => {
                 let profile = store.load(required(&args.name, "name", "load")?).await?;
@@ -429,11 +436,12 @@ async fn list(session: &SessionGuard, args: &CookiesArgs) -> ToolResult<CookiesO
     })
 }
 
+/// Imports a file of at most `max` cookies (origins, localStorage entries) as a profile.
 async fn import(
     store: &ProfileStore,
-    files: &FileRoots,
-    tenant: &Tenant,
+    (files, tenant): (&FileRoots, &Tenant),
     args: &CookiesArgs,
+    max: usize,
 ) -> ToolResult<CookiesOutput> {
     let name = required(&args.name, "name", "import")?;
     let content = match (&args.content, &args.path) {
@@ -452,8 +460,9 @@ async fn import(
         Some(Format::Json) => CookieFormat::JsonArray,
         None => profiles::detect_format(&content),
     };
-    // Parse fully before writing: a malformed file leaves an existing profile untouched.
-    let (cookies, origins) = profiles::parse_import(&content, format)?;
+    // Parse fully before writing: a malformed or oversized file leaves an existing profile
+    // untouched.
+    let (cookies, origins) = profiles::parse_import(&content, format, max)?;
     let profile = Profile {
         name: name.to_string(),
         account: args.account.clone(),

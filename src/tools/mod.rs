@@ -305,6 +305,13 @@ pub trait Tool: Send + Sync + 'static {
 
     async fn run(&self, call: &mut Call<'_>, args: Self::Args) -> ToolResult<Self::Output>;
 
+    /// Whether this call is an action on the page, whose result says where the session is only
+    /// where that is news (another tab, a new URL or title, a session other than `default`);
+    /// navigations, reads and lists always say it.
+    fn acts(_args: &Self::Args) -> bool {
+        false
+    }
+
     /// A result in a few words for humans: `ok` unless the tool has something better to say.
     fn summary(_output: &Self::Output) -> String {
         "ok".to_string()

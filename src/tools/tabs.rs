@@ -88,6 +88,13 @@ impl Tool for Tabs {
     const DESCRIPTION: &'static str =
         "Tabs: list, new, switch, close; live: a link for a person; har: requests.";
 
+    fn acts(args: &TabsArgs) -> bool {
+        matches!(
+            args.action,
+            Some(Action::New | Action::Switch | Action::Close)
+        )
+    }
+
     async fn run(&self, call: &mut Call<'_>, args: TabsArgs) -> ToolResult<TabsOutput> {
         let action = args.action.unwrap_or_default();
         create_with_options(call, &args, action).await?;

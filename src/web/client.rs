@@ -163,6 +163,18 @@ impl WebClient {
         self.get_with(url, policy, &[]).await
     }
 
+    /// `get` reading at most `max_bytes` of the body (and never more than the configured cap):
+    /// reading stops there and the connection is dropped, so a file read only in part (a
+    /// robots.txt) never costs more memory than that part.
+    pub async fn get_limited(
+        &self,
+        url: &Url,
+        policy: &UrlPolicy,
+        max_bytes: usize,
+    ) -> ToolResult<Fetched> {
+        self.fetch(url, policy, &[], max_bytes).await
+    }
+
     /// `get` with more request headers (a conditional request's `If-None-Match`); a `304 Not
     /// Modified` answer comes back as it is, with no body.
     pub async fn get_with(
@@ -170,6 +182,17 @@ impl WebClient {
         url: &Url,
         policy: &UrlPolicy,
         headers: &[(&str, &str)],
+    ) -> ToolResult<Fetched> {
+        self.fetch(url, policy, headers, self.config.max_bytes)
+            .await
+    }
+
+    async fn fetch(
+        &self,
+        url: &Url,
+        policy: &UrlPolicy,
+        headers: &[(&str, &str)],
+        max_bytes: usize,
     ) -> ToolResult<Fetched> {
         let deadline = Instant::now() + Duration::from_millis(self.config.total_timeout_ms);
         let mut current = url.clone();
@@ -198,7 +221,8 @@ impl WebClient {
                 .and_then(|l| l.to_str().ok())
                 .and_then(|l| current.join(l).ok());
             let Some(next) = location else {
-                return self.read_body(current, response, deadline).await;
+                let cap = max_bytes.min(self.config.max_bytes);
+                return self.read_body(current, response, (deadline, cap)).await;
             };
             hops.push(current.to_string());
             if hops.len() > self.config.max_redirects {
@@ -245,7 +269,7 @@ impl WebClient {
         &self,
         url: Url,
         mut response: reqwest::Response,
-        deadline: Instant,
+        (deadline, cap): (Instant, usize),
     ) -> ToolResult<Fetched> {
         let status = response.status().as_u16();
         let content_type = response
@@ -265,7 +289,6 @@ impl WebClient {
             header("etag"),
             header("last-modified"),
         );
-        let cap = self.config.max_bytes;
         let mut body = Vec::new();
         let mut truncated = false;
         loop {

@@ -7,6 +7,17 @@ const SKIPPED_TAGS: [&str; 9] = [
 
 /// Converts an HTML fragment or document to Markdown, collapsing runs of blank lines.
 pub fn to_markdown(html: &str) -> String {
+    to_markdown_counted(html).0
+}
+
+/// `to_markdown`, and how many elements were left out for nesting deeper than
+/// `bounded::MAX_DEPTH` (htmd walks the tree recursively, so they are left out first).
+pub fn to_markdown_counted(html: &str) -> (String, usize) {
+    let (html, too_deep) = super::bounded::shallow(html);
+    (convert(&html), too_deep)
+}
+
+fn convert(html: &str) -> String {
     let converter = htmd::HtmlToMarkdown::builder()
         .skip_tags(SKIPPED_TAGS.to_vec())
         .build();

@@ -2,6 +2,7 @@
 //! the web, turning HTML into Markdown and picking the sections of a document that answer a
 //! query, reading PDF documents. No CDP here: when a page needs a browser, `shell` says so and the tool layer renders it.
 
+pub mod bounded;
 pub mod charset;
 pub mod client;
 pub mod data;
@@ -13,6 +14,7 @@ pub mod pdf;
 pub mod search;
 pub mod sections;
 pub mod shell;
+pub mod work;
 
 use std::collections::HashMap;
 use std::sync::Arc;

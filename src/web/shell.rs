@@ -1,8 +1,6 @@
 //! Telling a page that needs a browser from one that does not: an empty body, a bot challenge,
 //! or a JavaScript application shell (an app root and scripts, but hardly any text).
 
-use dom_query::Document;
-
 /// Pages with less visible text than this may be shells.
 const SHELL_TEXT_CHARS: usize = 200;
 
@@ -33,7 +31,7 @@ pub fn needs_browser(html: &str) -> Option<String> {
             "the HTTP response is a challenge page ({marker:?})"
         ));
     }
-    let doc = Document::from(html);
+    let doc = super::bounded::document(html).document;
     let has_scripts = doc.select("script").exists();
     let noscript_asks = doc
         .select("noscript")

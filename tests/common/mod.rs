@@ -660,6 +660,14 @@ pub async fn ask(api: &str, id: &str, question: &str) {
     assert!(answer.contains("event: done"), "{answer}");
 }
 
+/// How a result's readiness was decided: an action's short `"quiet 12 ms"` or a verdict's `by`.
+pub fn ready_by(result: &Value) -> String {
+    match &result["ready"] {
+        Value::String(short) => short.clone(),
+        whole => whole["by"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
 /// Polls `check` until it returns true or the deadline passes.
 pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
 where

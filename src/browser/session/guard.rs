@@ -289,6 +289,11 @@ impl SessionGuard {
         }
     }
 
+    /// Where the session's latest result said it was, replaced by `now`.
+    pub fn retell(&mut self, now: Told) -> Option<Told> {
+        self.state.told.replace(now)
+    }
+
     pub fn active_id(&self) -> Option<&str> {
         self.state.active.as_deref()
     }

@@ -133,6 +133,17 @@ pub struct SessionState {
     uploads: Option<PathBuf>,
     /// Inline files staged so far (their folder numbers).
     staged: u32,
+    /// Where the session's latest result said it was: an action's result says it again only
+    /// where it changed.
+    told: Option<Told>,
+}
+
+/// Where a result told the agent its session was: the tab, its URL and its title.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Told {
+    pub tab: String,
+    pub url: String,
+    pub title: String,
 }
 
 /// What the sweep of stray pages has done since start.
@@ -371,6 +382,7 @@ impl SessionState {
         self.browser = None;
         self.closed_targets.clear();
         self.init_scripts.clear();
+        self.told = None;
     }
 
     fn set_context(&mut self, context: Option<BrowserContextId>) {

@@ -19,7 +19,7 @@ use tracing::field::Empty;
 
 use super::{Caller, Ctx, Image, Scope, Tool, ToolOutput, ToolSpec, schema};
 use crate::browser::live::LiveHub;
-use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab, Turn};
+use crate::browser::{Blocked, REPORTED_WAIT, SessionGuard, Tab, Told, Turn};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::ids::{MAX_SESSION_NAME, SessionId, SessionName};
 use crate::metrics::Metrics;
@@ -341,10 +341,13 @@ impl<'a> Call<'a> {
     }
 
     /// Where the call ran: the session, and the tab it used (else the active one) with its
-    /// URL and title, when the session was opened and the tab is still there.
-    async fn place(&mut self) -> Place {
+    /// URL and title, when the session was opened and the tab is still there. `lean` (an
+    /// action's result) leaves out what the session's previous result already said and the
+    /// `default` session.
+    async fn place(&mut self, lean: bool) -> Place {
+        let default = self.session_name == SessionName::default_session();
         let mut place = Place {
-            session: self.session_name.to_string(),
+            session: (!lean || !default).then(|| self.session_name.to_string()),
             tab: None,
             url: None,
             title: None,
@@ -357,11 +360,24 @@ impl<'a> Call<'a> {
         place.blocked = guard.take_blocked();
         let queued = guard.queued();
         place.queued_ms = (queued >= REPORTED_WAIT).then_some(queued.as_millis() as u64);
-        if let Some(tab) = self.worked_tab() {
-            place.tab = Some(tab.id.clone());
-            place.url = Some(tab.url().await);
-            place.title = Some(tab.title().await);
-        }
+        let Some(tab) = self.worked_tab() else {
+            return place;
+        };
+        let now = Told {
+            tab: tab.id.clone(),
+            url: tab.url().await,
+            title: tab.title().await,
+        };
+        let before = self
+            .guard
+            .as_mut()
+            .and_then(|guard| guard.retell(now.clone()));
+        let same_tab = before
+            .as_ref()
+            .filter(|before| lean && before.tab == now.tab);
+        place.tab = Some(now.tab).filter(|_| same_tab.is_none());
+        place.url = Some(now.url).filter(|url| same_tab.is_none_or(|b| &b.url != url));
+        place.title = Some(now.title).filter(|title| same_tab.is_none_or(|b| &b.title != title));
         place
     }
 }
@@ -378,8 +394,9 @@ pub struct LiveLink {
 /// Where a browser call ran; every browser tool's result starts with these fields.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Place {
-    /// The browser session the call ran in.
-    pub session: String,
+    /// The browser session the call ran in (an action's result leaves out `default`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// The tab the call acted in (or the active tab).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tab: Option<String>,
@@ -497,7 +514,9 @@ async fn respond<T: Tool>(
 ) -> ToolResult<ToolOutput> {
     // What the session's trace keeps of the call: its arguments as sent.
     let traced = (T::SCOPE == Scope::Browser && ctx.traces.enabled()).then(|| args.clone());
+    let (verbose, args) = take_verbose(T::NAME, args)?;
     let args = parse_args::<T::Args>(T::NAME, args)?;
+    let lean = T::acts(&args) && !(verbose || ctx.config.results.verbose);
     // The front's own session (an MCP connection's) may be a reserved name; the caller's not.
     let session_name = SessionName::choose(args.session(), caller.session.as_ref())?;
     if T::SCOPE == Scope::Browser {
@@ -530,7 +549,7 @@ async fn respond<T: Tool>(
         target: None,
         boundaries: caller.boundaries || ctx.config.content_boundaries,
     };
-    let result = finish::<T>(tool.run(&mut call, args).await, &mut call, started).await;
+    let result = finish::<T>(tool.run(&mut call, args).await, &mut call, started, lean).await;
     if let Some(arguments) = traced {
         traced::record(&mut call, T::NAME, arguments, &result, started).await;
     }
@@ -543,12 +562,13 @@ async fn finish<T: Tool>(
     output: ToolResult<T::Output>,
     call: &mut Call<'_>,
     started: Instant,
+    lean: bool,
 ) -> ToolResult<ToolOutput> {
     let output = output?;
     let summary = T::summary(&output);
     let json = match T::SCOPE {
         Scope::Browser => {
-            let place = call.place().await;
+            let place = call.place(lean).await;
             let elapsed_ms = started.elapsed().as_millis() as u64;
             to_object(&BrowserReply {
                 place,
@@ -589,6 +609,21 @@ fn deadline(requested: Option<u64>, default_ms: u64, max: u64) -> ToolResult<Dur
         ))),
         Some(ms) => Ok(Duration::from_millis(ms)),
         None => Ok(Duration::from_millis(default_ms)),
+    }
+}
+
+/// `verbose` taken out of the arguments (every tool takes it, unpublished so the tool list
+/// stays small): `true` asks an action's result to say where the session is in full.
+fn take_verbose(tool: &str, args: Value) -> ToolResult<(bool, Value)> {
+    let Value::Object(mut fields) = args else {
+        return Ok((false, args));
+    };
+    match fields.remove("verbose") {
+        None | Some(Value::Null) => Ok((false, Value::Object(fields))),
+        Some(Value::Bool(verbose)) => Ok((verbose, Value::Object(fields))),
+        Some(other) => Err(ToolError::invalid(format!(
+            "{tool}: field `verbose` must be true or false, got {other}"
+        ))),
     }
 }
 

@@ -304,6 +304,12 @@ impl Tool for Interact {
     const DESCRIPTION: &'static str =
         "Act on elements by ref or hand off to a person; reports changes.";
 
+    /// A hand-off is not: the agent was not watching what the person did, and is told where
+    /// they left the page.
+    fn acts(args: &InteractArgs) -> bool {
+        args.action != Action::Handoff
+    }
+
     async fn run(&self, call: &mut Call<'_>, mut args: InteractArgs) -> ToolResult<InteractOutput> {
         let recognized = replayed::find_target(call, &mut args).await?;
         rules::under_rules(call, &args).await?;
@@ -373,8 +379,10 @@ impl Tool for Interact {
             } else {
                 ChangesIn::Page
             };
+            // The field typed into or selected in is said once: by `value`.
+            let said = args.ref_id.filter(|_| output.done.value.is_some());
             if let Ok(changes) = tab.element_changes(seen).await {
-                output.report_changes(&changes)?;
+                output.report_changes(&changes, said)?;
             }
             output.page_events = tab.page_events().await;
         }
@@ -385,19 +393,29 @@ impl Tool for Interact {
 }
 
 impl InteractOutput {
-    /// Only what changed in the element list: added and changed lines, counts of the rest.
-    fn report_changes(&mut self, changes: &ElementChanges) -> ToolResult<()> {
-        self.elements_added = Some(changes.added.len());
-        self.elements_removed = Some(changes.removed.len());
-        self.elements_unchanged = Some(changes.unchanged);
-        self.elements_offscreen_added =
-            (changes.offscreen_added > 0).then_some(changes.offscreen_added);
+    /// Only what changed in the element list: added and changed lines, counts of the rest,
+    /// each only when not zero (and the unchanged count only beside a change). The line of
+    /// element `said` (whose `value` the result already gives) is left out of `changed`.
+    fn report_changes(&mut self, changes: &ElementChanges, said: Option<u32>) -> ToolResult<()> {
+        let said = said.map(|id| format!("[{id}] "));
+        let changed: Vec<String> = changes
+            .changed
+            .iter()
+            .filter(|line| said.as_ref().is_none_or(|prefix| !line.starts_with(prefix)))
+            .cloned()
+            .collect();
+        let counted = |n: usize| (n > 0).then_some(n);
+        self.elements_added = counted(changes.added.len());
+        self.elements_removed = counted(changes.removed.len());
+        self.elements_offscreen_added = counted(changes.offscreen_added);
+        let any = !changes.added.is_empty() || !changes.removed.is_empty() || !changed.is_empty();
+        self.elements_unchanged = counted(changes.unchanged).filter(|_| any);
         if !changes.added.is_empty() {
             let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
             self.added = Some(slice.content);
         }
-        if !changes.changed.is_empty() {
-            let slice = slice_lines(&changes.changed, ADDED_ELEMENTS_TOKENS, None)?;
+        if !changed.is_empty() {
+            let slice = slice_lines(&changed, ADDED_ELEMENTS_TOKENS, None)?;
             self.changed = Some(slice.content);
         }
         Ok(())

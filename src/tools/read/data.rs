@@ -11,6 +11,7 @@ use crate::error::{ToolError, ToolResult};
 use crate::tenancy::Tenant;
 use crate::tools::Ctx;
 use crate::web::data::{self, DataRead, DataRequest};
+use crate::web::work;
 
 pub(super) async fn read(
     ctx: &Ctx,
@@ -25,7 +26,7 @@ pub(super) async fn read(
         .or_else(|_| Url::parse("about:blank"))
         .map_err(|e| ToolError::internal(format!("the tab's URL: {e}")))?;
     if let Some(model) = ctx.web.model_for(tenant).filter(|_| request.wants_model()) {
-        let text = super::readable_markdown(tab, part, false).await?;
+        let (text, _) = super::readable_markdown(ctx, tab, part, false).await?;
         let selector = match part {
             Part::Selector(css) => Some(css.as_str()),
             _ => None,
@@ -34,8 +35,11 @@ pub(super) async fn read(
         let read = data::model::extract(&model, &request, &url, &text, Some(&elements));
         return Ok(read.await);
     }
-    let html = tab.content(part, Form::Html).await?;
-    tokio::task::spawn_blocking(move || request.from_html(&html, &url))
-        .await
-        .map_err(|e| ToolError::internal(format!("data extraction failed: {e}")))
+    // What a person sees of it: concealed links and text are no data.
+    let html = tab.content(part, Form::Shown).await?;
+    let limit = super::read_limit(ctx);
+    work::off_thread("reading the page's data", limit, move || {
+        request.from_html(&html, &url)
+    })
+    .await
 }

@@ -11,14 +11,14 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Scope, SessionField, Tool};
+use super::{Call, Ctx, Scope, SessionField, Tool};
 use crate::browser::{
     ChangesIn, FailedNavigation, FindHit, Form, Level, PageWarning, RequestDetail, Scope as Part,
     Tab,
 };
 use crate::error::{ToolError, ToolResult};
 use crate::pages::paging::{self, Slice, slice_lines, slice_text};
-use crate::web::{markdown, sections};
+use crate::web::{markdown, sections, work};
 
 /// Most matches `find` reports.
 const MAX_FIND_HITS: usize = 50;
@@ -133,9 +133,13 @@ pub struct ReadOutput {
     /// network with request: that request whole; its response body is the content.
     #[serde(skip_serializing_if = "Option::is_none")]
     request: Option<RequestDetail>,
-    /// markdown, text, extract: characters of text a person cannot see, left out.
+    /// markdown, text, extract: what a person cannot see, left out: characters of text, plus
+    /// one per link, image or control.
     #[serde(skip_serializing_if = "Option::is_none")]
     hidden_text_dropped: Option<usize>,
+    /// markdown, extract: elements nested more than 512 deep, left out with what they hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    too_deep: Option<usize>,
     /// Page text that reads like instructions to a model: visible (kept) or hidden (left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<PageWarning>,
@@ -172,6 +176,7 @@ impl ReadOutput {
             recorded: None,
             request: None,
             hidden_text_dropped: None,
+            too_deep: None,
             warnings: Vec::new(),
             data: None,
             pdf: None,
@@ -277,10 +282,15 @@ impl Tool for Read {
                     ..ReadOutput::new(slice_lines(&lines, budget, cursor)?, mode)
                 }
             }
-            ReadMode::Extract => read_sections(tab, &part, query, budget, cursor).await?,
+            ReadMode::Extract => read_sections(ctx, tab, &part, query, budget, cursor).await?,
             ReadMode::Markdown => {
-                let text = readable_markdown(tab, &part, args.full.unwrap_or(false)).await?;
-                ReadOutput::new(slice_text(&text, budget, cursor)?, mode).guarded(tab, &text)
+                let full = args.full.unwrap_or(false);
+                let (text, too_deep) = readable_markdown(ctx, tab, &part, full).await?;
+                ReadOutput {
+                    too_deep: (too_deep > 0).then_some(too_deep),
+                    ..ReadOutput::new(slice_text(&text, budget, cursor)?, mode)
+                }
+                .guarded(tab, &text)
             }
             ReadMode::Text | ReadMode::Html => {
                 let form = if mode == ReadMode::Text {
@@ -403,13 +413,14 @@ async fn read_page_tools(tab: &Tab, budget: usize, cursor: Option<&str>) -> Tool
 
 /// The sections of the page (or scope) that best answer `query`, in page order.
 async fn read_sections(
+    ctx: &Ctx,
     tab: &Tab,
     part: &Part,
     query: &str,
     budget: usize,
     cursor: Option<&str>,
 ) -> ToolResult<ReadOutput> {
-    let text = readable_markdown(tab, part, true).await?;
+    let (text, too_deep) = readable_markdown(ctx, tab, part, true).await?;
     let ranked = sections::rank(&text, query);
     let mut best: Vec<_> = ranked.into_iter().take(8).collect();
     best.sort_by_key(|s| s.index);
@@ -420,17 +431,30 @@ async fn read_sections(
         .join("\n\n");
     Ok(ReadOutput {
         sections: Some(best.len()),
+        too_deep: (too_deep > 0).then_some(too_deep),
         ..ReadOutput::new(slice_text(&joined, budget, cursor)?, ReadMode::Extract)
     }
     .guarded(tab, &joined))
 }
 
-/// The page (or scope) as Markdown; `full` keeps navigation and footers.
-async fn readable_markdown(tab: &Tab, part: &Part, full: bool) -> ToolResult<String> {
+/// The page (or scope) as Markdown, and the elements left out for nesting too deep; `full`
+/// keeps navigation and footers.
+async fn readable_markdown(
+    ctx: &Ctx,
+    tab: &Tab,
+    part: &Part,
+    full: bool,
+) -> ToolResult<(String, usize)> {
     let html = tab.content(part, Form::Readable { main: !full }).await?;
-    tokio::task::spawn_blocking(move || markdown::to_markdown(&html))
-        .await
-        .map_err(|e| ToolError::internal(format!("markdown conversion failed: {e}")))
+    work::off_thread("writing the page as Markdown", read_limit(ctx), move || {
+        markdown::to_markdown_counted(&html)
+    })
+    .await
+}
+
+/// Longest reading a page's HTML may take (`fetch.read_limit_ms`).
+fn read_limit(ctx: &Ctx) -> std::time::Duration {
+    std::time::Duration::from_millis(ctx.config.fetch.read_limit_ms)
 }
 
 /// The part of the page to read.

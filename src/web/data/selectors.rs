@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use dom_query::{Document, Matcher, NodeRef, Selection};
+use dom_query::{Matcher, NodeRef, Selection};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use url::Url;
@@ -114,7 +114,7 @@ impl SelectorSchema {
 
     /// The data `html` holds by this schema: a list of objects with `base`, else one object.
     pub fn extract(&self, html: &str, base_url: &Url) -> Value {
-        let document = Document::from(html);
+        let document = crate::web::bounded::document(html).document;
         let order = if self.uses_xpath {
             Order::of(document.root())
         } else {

@@ -5,7 +5,7 @@
 //! its name for a string). The item filling most properties wins; for an array schema, every
 //! item of that item's type.
 
-use dom_query::{Document, NodeRef};
+use dom_query::NodeRef;
 use serde_json::{Map, Value};
 
 use super::DataSource;
@@ -24,7 +24,7 @@ pub struct Published {
 /// Every item `html` publishes: JSON-LD objects (graphs and nested objects flattened, outer
 /// first), microdata items, and the Open Graph properties as one object.
 pub fn published(html: &str) -> Vec<Published> {
-    let document = Document::from(html);
+    let document = crate::web::bounded::document(html).document;
     let mut found = Vec::new();
     for script in document
         .select(r#"script[type="application/ld+json"]"#)

@@ -121,8 +121,11 @@ impl<'a> xpath_eval::Node<'a> for XNode<'a> {
         }
     }
 
+    /// No children once the read is given up: an expression over a large tree then ends at
+    /// once instead of burning its core for a caller who is gone.
     fn children(self) -> impl Iterator<Item = Self> + 'a {
         let (node, order) = match self {
+            Self::Node(..) if crate::web::work::stopped() => (None, None),
             Self::Node(node, order) => (Some(node), Some(order)),
             Self::Attribute(..) => (None, None),
         };

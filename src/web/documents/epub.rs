@@ -1,13 +1,15 @@
 //! EPUB books: the package file named by `META-INF/container.xml` gives the metadata and the
 //! reading order (the spine); each chapter is XHTML, so the chapters' bodies are joined into
 //! one HTML document and read as a page is. Only the package's own parts are read: a chapter's
-//! links to elsewhere stay links, never fetched.
+//! links to elsewhere stay links, never fetched. Each part is read once, however often the spine
+//! lists it, and the chapters' text draws on the document's budget: past it, reading stops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
+use super::budget::{Budget, cut_text};
 use super::package::Package;
 use super::{Authorship, DocumentInfo, DocumentKind, Parsed, html_document};
 
@@ -21,7 +23,7 @@ struct Opf {
     spine: Vec<String>,
 }
 
-pub(super) fn read(bytes: &[u8]) -> Result<Parsed, String> {
+pub(super) fn read(bytes: &[u8], budget: &mut Budget) -> Result<Parsed, String> {
     let mut package = Package::open(bytes)?;
     let container = package.text("META-INF/container.xml")?;
     let opf_path = first_attribute(&container, "rootfile", "full-path")
@@ -31,20 +33,27 @@ pub(super) fn read(bytes: &[u8]) -> Result<Parsed, String> {
         .rsplit_once('/')
         .map(|(dir, _)| format!("{dir}/"))
         .unwrap_or_default();
-    let mut body = String::new();
-    let mut sections = Vec::new();
-    for id in &opf.spine {
+    let (mut body, mut sections, mut read) = (String::new(), Vec::new(), HashSet::new());
+    for (number, id) in opf.spine.iter().enumerate() {
         let Some(href) = opf.manifest.get(id) else {
             continue;
         };
         let path = resolve_path(&folder, href);
+        if budget.is_cut() || !read.insert(path.clone()) {
+            continue;
+        }
         let Ok(chapter) = package.text(&path) else {
             continue;
         };
+        let mut text = body_of(&chapter).to_string();
+        let left = budget.text_left();
+        if !budget.text(text.len(), || format!("chapter {} ({path})", number + 1)) {
+            cut_text(&mut text, left);
+        }
         if let Some(title) = chapter_title(&chapter) {
             sections.push(title);
         }
-        body.push_str(&format!("<section>{}</section>", body_of(&chapter)));
+        body.push_str(&format!("<section>{text}</section>"));
     }
     if body.is_empty() {
         return Err("its spine names no chapter the package holds".into());
@@ -193,5 +202,69 @@ mod tests {
             "OEBPS/ch2.xhtml"
         );
         assert_eq!(resolve_path("", "ch3.xhtml"), "ch3.xhtml");
+    }
+
+    /// A book of `chapters` (id, file, text) in `spine` order.
+    fn book(chapters: &[(&str, &str, &str)], spine: &[&str]) -> Vec<u8> {
+        use std::io::Write;
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default();
+        let manifest: String = chapters
+            .iter()
+            .map(|(id, file, _)| format!(r#"<item id="{id}" href="{file}"/>"#))
+            .collect();
+        let spine: String = spine
+            .iter()
+            .map(|id| format!(r#"<itemref idref="{id}"/>"#))
+            .collect();
+        let mut parts = vec![
+            (
+                "META-INF/container.xml".to_string(),
+                r#"<container><rootfiles><rootfile full-path="content.opf"/></rootfiles></container>"#
+                    .to_string(),
+            ),
+            (
+                "content.opf".to_string(),
+                format!("<package><manifest>{manifest}</manifest><spine>{spine}</spine></package>"),
+            ),
+        ];
+        for (_, file, text) in chapters {
+            let xhtml = format!(
+                "<html><head><title>{file}</title></head><body><p>{text}</p></body></html>"
+            );
+            parts.push((file.to_string(), xhtml));
+        }
+        for (name, text) in parts {
+            zip.start_file(name, options).unwrap();
+            zip.write_all(text.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn a_chapter_listed_again_is_read_once_and_the_text_stops_at_the_budget() {
+        let long = "word ".repeat(100);
+        let chapters = [
+            ("a", "a.xhtml", long.as_str()),
+            ("b", "b.xhtml", long.as_str()),
+            ("c", "c.xhtml", long.as_str()),
+        ];
+        let again = book(&chapters, &["a", "a", "b", "a", "b"]);
+        let parsed = read(&again, &mut Budget::default()).unwrap();
+        assert_eq!(parsed.info.sections, ["a.xhtml", "b.xhtml"]);
+
+        let mut budget = Budget::new(10, 1_000);
+        let parsed = read(&book(&chapters, &["a", "b", "c"]), &mut budget).unwrap();
+        assert_eq!(
+            parsed.info.sections,
+            ["a.xhtml", "b.xhtml"],
+            "c is past the budget"
+        );
+        assert_eq!(
+            budget.into_cut().unwrap(),
+            "at chapter 2 (b.xhtml): past the 1000 bytes of text a read takes"
+        );
+        let html = parsed.html.unwrap();
+        assert!(html.len() < 1_200, "{} bytes", html.len());
     }
 }

@@ -9,6 +9,7 @@
 //! deep in a parser is a broken document. `pages` runs `read` on the blocking pool under a time
 //! cap.
 
+mod budget;
 mod delimited;
 mod epub;
 mod office;
@@ -16,6 +17,8 @@ mod opendocument;
 mod package;
 
 pub use package::Package;
+
+use budget::Budget;
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
@@ -80,6 +83,10 @@ pub struct DocumentInfo {
     /// It carries macros (never run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub macros: bool,
+    /// Where reading stopped: the document yields more cells or text than one read takes, and
+    /// what follows that place is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 impl DocumentInfo {
@@ -89,6 +96,7 @@ impl DocumentInfo {
             made: Authorship::default(),
             sections: Vec::new(),
             macros: false,
+            cut: None,
         }
     }
 }
@@ -216,16 +224,22 @@ fn read_kind(
     if package::is_encrypted(bytes) {
         return Err(unreadable(kind, "it is encrypted with a password"));
     }
-    let parsed = match kind {
-        DocumentKind::Odt | DocumentKind::Ods | DocumentKind::Odp => {
-            opendocument::read(bytes, kind)
-        }
-        DocumentKind::Epub => epub::read(bytes),
-        DocumentKind::Csv | DocumentKind::Tsv => delimited::read(bytes, kind),
-        _ => office::read(bytes, kind),
-    }
-    .map_err(|why| unreadable(kind, &why))?;
+    let mut budget = Budget::default();
+    let mut parsed = read_within(bytes, kind, &mut budget).map_err(|why| unreadable(kind, &why))?;
+    parsed.info.cut = budget.into_cut();
     Ok(parsed.render(extract_kind, format, base))
+}
+
+/// A document read by its kind's reader, within `budget`.
+fn read_within(bytes: &[u8], kind: DocumentKind, budget: &mut Budget) -> Result<Parsed, String> {
+    match kind {
+        DocumentKind::Odt | DocumentKind::Ods | DocumentKind::Odp => {
+            opendocument::read(bytes, kind, budget)
+        }
+        DocumentKind::Epub => epub::read(bytes, budget),
+        DocumentKind::Csv | DocumentKind::Tsv => delimited::read(bytes, kind, budget),
+        _ => office::read(bytes, kind, budget),
+    }
 }
 
 /// What a reader makes of a file: its HTML (none for a table: made from its sheets when a view

@@ -6,18 +6,27 @@
 //!
 //! Spreadsheets repeat rows and columns by count (`number-columns-repeated`): a sheet's
 //! trailing empty cells are often "repeated" to column 16,384 and row 1,048,576, so empty
-//! repeats count only when a value follows them, and a repeat is capped.
+//! repeats count only when a value follows them, and a repeat is capped. Every copy draws on the
+//! document's budget of cells and text (rows times columns, however they are repeated): a
+//! few hundred bytes asking for a billion cells are read up to the budget and cut there.
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesRef, BytesStart, Event};
 
+use super::budget::{Budget, Grid};
 use super::package::Package;
-use super::{DocumentInfo, DocumentKind, Parsed, Sheet, escape, html_document, table_html};
+use super::{
+    DocumentInfo, DocumentKind, Parsed, Sheet, escape, html_document, sheets_markdown, table_html,
+};
 
 /// Most copies made of one repeated row or cell that holds a value.
 const MAX_REPEAT: usize = 1_000;
 
-pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
+pub(super) fn read(
+    bytes: &[u8],
+    kind: DocumentKind,
+    budget: &mut Budget,
+) -> Result<Parsed, String> {
     let mut package = Package::open(bytes)?;
     let content = package.text("content.xml")?;
     let mut info = DocumentInfo::new(kind);
@@ -26,14 +35,18 @@ pub(super) fn read(bytes: &[u8], kind: DocumentKind) -> Result<Parsed, String> {
     }
     let mut walker = Walker {
         spreadsheet: kind == DocumentKind::Ods,
+        budget: std::mem::take(budget),
         ..Walker::default()
     };
-    walker.walk(&content)?;
+    let walked = walker.walk(&content);
+    *budget = std::mem::take(&mut walker.budget);
+    walked?;
     info.sections = std::mem::take(&mut walker.sections);
     let body = walker.finish();
     Ok(Parsed {
         html: Some(html_document(info.made.title.as_deref(), &body)),
-        markdown: None,
+        // A spreadsheet's Markdown is its sheets' tables, written directly as a workbook's is.
+        markdown: (kind == DocumentKind::Ods).then(|| sheets_markdown(&walker.sheets)),
         info,
         sheets: walker.sheets,
     })
@@ -70,7 +83,11 @@ fn read_meta(meta: &str, info: &mut DocumentInfo) {
 #[derive(Default)]
 struct TableState {
     sheet: Sheet,
+    /// The rows' shape as the budget counts it.
+    grid: Grid,
     row: Vec<String>,
+    /// Bytes of text in `row`.
+    row_text: usize,
     row_repeat: usize,
     empty_rows: usize,
     empty_cells: usize,
@@ -79,34 +96,55 @@ struct TableState {
 }
 
 impl TableState {
-    fn end_cell(&mut self, text: String) {
+    /// A cell ended: its value (or its text) `cell_repeat` times after the empty cells before
+    /// it. A row grows no further once it alone is past what `budget` has left: it is refused
+    /// whole when it ends.
+    fn end_cell(&mut self, text: String, budget: &Budget) {
         let value = self
             .cell_value
             .take()
             .unwrap_or_else(|| text.trim().to_string());
         if value.is_empty() {
-            self.empty_cells += self.cell_repeat;
+            self.empty_cells = self.empty_cells.saturating_add(self.cell_repeat);
             return;
         }
-        let pending = std::mem::take(&mut self.empty_cells).min(MAX_REPEAT);
+        let room = (budget.cells_left() + 1).saturating_sub(self.row.len());
+        if room == 0 || self.row_text > budget.text_left() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.empty_cells)
+            .min(MAX_REPEAT)
+            .min(room);
         self.row.extend(std::iter::repeat_n(String::new(), pending));
-        let copies = self.cell_repeat.min(MAX_REPEAT);
+        let text_room = (budget.text_left() - self.row_text) / value.len() + 1;
+        let copies = self
+            .cell_repeat
+            .min(MAX_REPEAT)
+            .min(room - pending)
+            .min(text_room);
+        self.row_text += value.len() * copies;
         self.row.extend(std::iter::repeat_n(value, copies));
     }
 
-    fn end_row(&mut self) {
+    /// A row ended: the empty rows before it, then it `row_repeat` times, as many as `budget`
+    /// holds.
+    fn end_row(&mut self, budget: &mut Budget) {
         self.empty_cells = 0;
         let row = std::mem::take(&mut self.row);
+        let text = std::mem::take(&mut self.row_text);
         if row.is_empty() {
-            self.empty_rows += self.row_repeat;
+            self.empty_rows = self.empty_rows.saturating_add(self.row_repeat);
             return;
         }
+        let name = &self.sheet.name;
+        let at = |row| format!("table {name:?}, row {row}");
         let pending = std::mem::take(&mut self.empty_rows).min(MAX_REPEAT);
-        self.sheet
-            .rows
-            .extend(std::iter::repeat_n(Vec::new(), pending));
+        let pending = budget.rows(&mut self.grid, (0, 0), pending, at);
         let copies = self.row_repeat.min(MAX_REPEAT);
-        self.sheet.rows.extend(std::iter::repeat_n(row, copies));
+        let copies = budget.rows(&mut self.grid, (row.len(), text), copies, at);
+        let rows = &mut self.sheet.rows;
+        rows.extend(std::iter::repeat_n(Vec::new(), pending));
+        rows.extend(std::iter::repeat_n(row, copies));
     }
 }
 
@@ -123,6 +161,10 @@ struct Walker {
     sections: Vec<String>,
     /// Inside a comment or tracked deletions: their text is not the document's.
     skipping: usize,
+    /// What the document may yield; text outside tables is counted as it is written.
+    budget: Budget,
+    /// Paragraphs and headings begun, to say where the text was cut.
+    paragraphs: usize,
 }
 
 enum Closer {
@@ -165,7 +207,25 @@ impl Walker {
         )
     }
 
+    /// Writes where text goes now, counting it against the budget unless it is a cell's (a
+    /// table's cells are counted with their rows).
     fn write(&mut self, html: &str) {
+        if self.skipping > 0 {
+            return;
+        }
+        let paragraph = self.paragraphs;
+        if !self.in_cell()
+            && !self
+                .budget
+                .text(html.len(), || format!("paragraph {paragraph}"))
+        {
+            return;
+        }
+        self.write_counted(html);
+    }
+
+    /// Writes text already counted.
+    fn write_counted(&mut self, html: &str) {
         if let Some(buffer) = self.buffers.last_mut().filter(|_| self.skipping == 0) {
             buffer.push_str(html);
         }
@@ -186,7 +246,11 @@ impl Walker {
 
     fn open(&mut self, e: &BytesStart) -> Closer {
         let cell = self.in_cell();
-        match e.local_name().as_ref() {
+        let name = e.local_name();
+        if !cell && matches!(name.as_ref(), "p" | "h") {
+            self.paragraphs += 1;
+        }
+        match name.as_ref() {
             "h" if !cell => {
                 let level = attribute(e, "text:outline-level")
                     .and_then(|l| l.parse::<u8>().ok())
@@ -285,12 +349,12 @@ impl Walker {
             Some(Closer::Cell) => {
                 let text = self.buffers.pop().unwrap_or_default();
                 if let Some(table) = self.tables.last_mut() {
-                    table.end_cell(text);
+                    table.end_cell(text, &self.budget);
                 }
             }
             Some(Closer::Row) => {
                 if let Some(table) = self.tables.last_mut() {
-                    table.end_row();
+                    table.end_row(&mut self.budget);
                 }
             }
             Some(Closer::Table) => self.end_table(),
@@ -308,8 +372,9 @@ impl Walker {
             self.write(&format!("<h2>{}</h2>", escape(&sheet.name)));
             self.sections.push(sheet.name.clone());
         }
+        // Its cells were counted row by row.
         let html = table_html(&sheet.rows);
-        self.write(&html);
+        self.write_counted(&html);
         if self.spreadsheet {
             self.sheets.push(sheet);
         }
@@ -367,4 +432,61 @@ fn resolve(reference: &BytesRef) -> String {
         _ => "",
     }
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spreadsheet(rows: &str) -> String {
+        format!(
+            r#"<office:document-content xmlns:office="o" xmlns:table="t" xmlns:text="x"><office:body><office:spreadsheet><table:table table:name="S">{rows}</table:table></office:spreadsheet></office:body></office:document-content>"#
+        )
+    }
+
+    fn walk(content: &str, budget: Budget) -> (Walker, Option<String>) {
+        let mut walker = Walker {
+            spreadsheet: true,
+            budget,
+            ..Walker::default()
+        };
+        walker.walk(content).unwrap();
+        let cut = std::mem::take(&mut walker.budget).into_cut();
+        (walker, cut)
+    }
+
+    #[test]
+    fn repeated_rows_and_columns_draw_on_one_budget() {
+        let row = r#"<table:table-row table:number-rows-repeated="1000000"><table:table-cell table:number-columns-repeated="1000000" office:value-type="float" office:value="7"/></table:table-row>"#;
+        let (walker, cut) = walk(
+            &spreadsheet(&row.repeat(50)),
+            Budget::new(10_000, 1_000_000),
+        );
+        let rows = &walker.sheets[0].rows;
+        // Rows of 1,000 cells (the repeat cap): ten of them fill 10,000 cells.
+        assert_eq!(rows.len(), 10);
+        assert!(rows.iter().all(|r| r.len() == 1_000));
+        assert_eq!(
+            cut.as_deref(),
+            Some("at table \"S\", row 11: past the 10000 cells a read takes")
+        );
+    }
+
+    #[test]
+    fn text_past_the_budget_is_left_out() {
+        let body = "<text:p>twenty bytes of text</text:p>".repeat(100);
+        let content = format!(
+            r#"<office:document-content xmlns:office="o" xmlns:text="x"><office:body><office:text>{body}</office:text></office:body></office:document-content>"#
+        );
+        let mut walker = Walker {
+            budget: Budget::new(10, 500),
+            ..Walker::default()
+        };
+        walker.walk(&content).unwrap();
+        let html = walker.finish();
+        assert!(html.len() <= 500, "{}", html.len());
+        assert!(html.contains("twenty bytes"));
+        let cut = std::mem::take(&mut walker.budget).into_cut().unwrap();
+        assert!(cut.starts_with("at paragraph "), "{cut}");
+    }
 }

@@ -51,22 +51,33 @@ pub struct Extracted {
     /// Meta tags and headings (extract=structured only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
-    /// main, full: characters of text the HTML hides from a person (`hidden`, hiding inline
-    /// styles), left out.
+    /// What the HTML hides from a person (`hidden`, hiding inline styles), left out:
+    /// characters of text, plus one per link, image or control.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden_text_dropped: Option<usize>,
+    /// Elements nested deeper than `bounded::MAX_DEPTH`, left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub too_deep: Option<usize>,
 }
 
-/// Extracts `kind` from `html`, resolving relative URLs against `base`.
+/// Extracts `kind` from `html`, resolving relative URLs against `base`; what the HTML hides
+/// from a person is in none of them (links and images included).
 pub fn extract(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {
-    let (visible, dropped) = match kind {
-        ExtractKind::Main | ExtractKind::Full | ExtractKind::Json => concealed::strip(html),
-        _ => (String::new(), 0),
-    };
-    let html = if visible.is_empty() { html } else { &visible };
+    let visible = concealed::strip(html);
+    let html = visible.html.as_deref().unwrap_or(html);
     let mut extracted = extract_visible(html, base, kind, format);
-    extracted.hidden_text_dropped = (dropped > 0).then_some(dropped);
+    extracted.hidden_text_dropped = (visible.dropped > 0).then_some(visible.dropped);
+    extracted.too_deep = (visible.too_deep > 0).then_some(visible.too_deep);
     extracted
+}
+
+/// `html` without what it hides from a person, as `extract` reads it: for the readers of its
+/// own (a selector schema's data).
+pub fn shown(html: &str) -> std::borrow::Cow<'_, str> {
+    match concealed::strip(html).html {
+        Some(visible) => std::borrow::Cow::Owned(visible),
+        None => std::borrow::Cow::Borrowed(html),
+    }
 }
 
 fn extract_visible(html: &str, base: &Url, kind: ExtractKind, format: TextFormat) -> Extracted {

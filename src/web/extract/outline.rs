@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::{Extracted, normalize_whitespace};
+use crate::web::bounded;
 
 /// Elements that never hold page content.
 const NON_CONTENT: &str = "script, style, noscript, template, svg, canvas, iframe, object";
@@ -35,7 +36,7 @@ pub struct Heading {
 }
 
 pub fn full_page(html: &str, base: &Url) -> FullPage {
-    let doc = Document::from(html);
+    let doc = bounded::document(html).document;
     let base = document_base(&doc, base);
     doc.select(NON_CONTENT).remove();
     absolutize(&doc, &base);
@@ -88,7 +89,10 @@ fn url_listing(
     selector: &str,
     line: impl Fn(&Selection, &Url) -> Option<(String, String)>,
 ) -> Extracted {
-    let doc = Document::from(html);
+    let bounded::Parsed {
+        document: doc,
+        too_deep,
+    } = bounded::document(html);
     let base = document_base(&doc, base);
     let mut seen = HashSet::new();
     let lines: Vec<String> = doc
@@ -101,13 +105,17 @@ fn url_listing(
     Extracted {
         title: page_title(&doc),
         content: lines.join("\n"),
+        too_deep: (too_deep > 0).then_some(too_deep),
         ..Extracted::default()
     }
 }
 
 /// Meta tags and headings as data; the paragraphs, one per block, as the content.
 pub fn structured(html: &str) -> Extracted {
-    let doc = Document::from(html);
+    let bounded::Parsed {
+        document: doc,
+        too_deep,
+    } = bounded::document(html);
     let mut outline = Structured::default();
     for meta in doc.select("meta[content]").iter() {
         let key = meta
@@ -151,6 +159,7 @@ pub fn structured(html: &str) -> Extracted {
         title: page_title(&doc),
         content: paragraphs.join("\n\n"),
         structured: Some(outline),
+        too_deep: (too_deep > 0).then_some(too_deep),
         ..Extracted::default()
     }
 }

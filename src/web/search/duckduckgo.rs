@@ -1,7 +1,6 @@
 //! DuckDuckGo's HTML results page (no key): a form POST, results read from the markup, redirect
 //! links (`//duckduckgo.com/l/?uddg=…`) decoded, and the "Next" form followed for more results.
 
-use dom_query::Document;
 use url::Url;
 
 use super::{Failure, SearchHit, SearchRequest, TimeRange, body, plain_text, send};
@@ -75,7 +74,7 @@ struct ResultsPage {
 }
 
 fn parse(html: &str) -> Result<ResultsPage, Failure> {
-    let doc = Document::from(html);
+    let doc = crate::web::bounded::document(html).document;
     if doc
         .select("form#challenge-form, .anomaly-modal__title")
         .exists()

@@ -199,7 +199,7 @@ fn error_detail(text: &str) -> String {
 /// Plain text from a snippet that may hold tags and entities.
 pub fn plain_text(text: &str) -> String {
     let decoded = if text.contains(['<', '&']) {
-        dom_query::Document::fragment(text).text().to_string()
+        super::bounded::fragment(text).document.text().to_string()
     } else {
         text.to_string()
     };
