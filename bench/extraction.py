@@ -27,6 +27,8 @@ import threading
 import time
 import urllib.request
 
+from allocator import allocator_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 CORPORA = {"readability": "readability", "zyte": "article-extraction-benchmark"}
@@ -82,7 +84,8 @@ def serve_corpus() -> str:
 
 
 def start_webpilot(binary: str, data_dir: str, extra_env: dict | None = None):
-    env = dict(os.environ, WEBPILOT_FETCH_ALLOW="127.0.0.1", WEBPILOT_LOG="info", **(extra_env or {}))
+    env = dict(os.environ, WEBPILOT_FETCH_ALLOW="127.0.0.1", WEBPILOT_LOG="info",
+               **allocator_env(), **(extra_env or {}))
     proc = subprocess.Popen([binary, "--port", "0", "--data-dir", data_dir, "serve"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stderr:

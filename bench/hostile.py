@@ -8,7 +8,8 @@ Serves on 127.0.0.1 what a stranger may send (20,000 nested tables, 100,000 nest
 repeated rows and columns would make a billion cells, an EPUB listing one 1 MiB chapter 3,000
 times, a 50 MB robots.txt in a crawl, a 1,000,000-line cookies.txt import), calls the real
 tools one at a time, and reads the service's VmHWM and VmRSS from /proc after each call and
-after 30 s idle. Stdlib only.
+after 30 s idle. Stdlib only. WEBPILOT_BENCH_ALLOCATOR=jemalloc|mimalloc runs the service on
+another allocator (bench/allocator.py).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+
+from allocator import allocator_env
 
 
 def nested(open_tag: str, close_tag: str, levels: int, inner: str = "x") -> bytes:
@@ -148,7 +151,8 @@ def main() -> None:
     data = tempfile.mkdtemp()
     service = subprocess.Popen(
         [args.bin, "--port", "0", "--data-dir", data, "serve"],
-        env={**os.environ, "WEBPILOT_FETCH_ALLOW": "127.0.0.1", "WEBPILOT_LOG": "info"},
+        env={**os.environ, "WEBPILOT_FETCH_ALLOW": "127.0.0.1", "WEBPILOT_LOG": "info",
+             **allocator_env()},
         stderr=subprocess.PIPE, text=True)
     api = None
     for line in service.stderr:

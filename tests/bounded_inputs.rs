@@ -1,8 +1,9 @@
 //! Hostile inputs that are small or cheap to send but ask for a lot of work: an 822-byte kind of
 //! spreadsheet whose repeated rows and columns make a billion cells, a book listing one chapter
 //! thousands of times, a 50 MB robots.txt with a chain of sitemap indexes, a cookies.txt of a
-//! million lines. Each is answered within a budget, saying where it stopped, and what the
-//! service did is asserted from the servers' side where it shows.
+//! million lines. Each goes to a `webpilot serve` process of the test's own, and is answered
+//! within a budget, saying where it stopped; the process's peak memory stays within the budget
+//! of one call, and what the service did is asserted from the servers' side where it shows.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use common::{call_at, fails, harness, ok, serve_document};
+use common::process::Service;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -47,12 +48,23 @@ fn repeated_row(text: &str, rows: usize, columns: usize) -> String {
     )
 }
 
-async fn read(url: &str) -> Value {
-    ok(
-        "open_web_page",
-        json!({"url": url, "mode": "http", "max_tokens": 2000}),
-    )
-    .await
+/// Serves `bytes` as `mime` on 127.0.0.1, at the URL it returns.
+async fn serve_document(name: &str, bytes: Vec<u8>, mime: &'static str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/{name}", listener.local_addr().unwrap());
+    let bytes = Bytes::from(bytes);
+    let app = axum::Router::new().fallback(move || {
+        let bytes = bytes.clone();
+        async move { ([(axum::http::header::CONTENT_TYPE, mime)], bytes) }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Reads `url` with `open_web_page` from `service`.
+async fn read(service: &Service, url: &str) -> Value {
+    let args = json!({"url": url, "mode": "http", "max_tokens": 2000});
+    service.reads("open_web_page", args).await
 }
 
 #[tokio::test]
@@ -68,7 +80,8 @@ async fn a_spreadsheet_repeating_rows_and_columns_into_a_billion_cells_is_cut_sa
     );
     let file = package(ODS, &[("content.xml", content.as_bytes())]);
     assert!(file.len() < 20_000, "{} bytes", file.len());
-    let page = read(&serve_document("billion.ods", file, ODS).await).await;
+    let mut service = Service::start();
+    let page = read(&service, &serve_document("billion.ods", file, ODS).await).await;
 
     let cut = page["document"]["cut"].as_str().unwrap_or_default();
     assert_eq!(
@@ -85,6 +98,7 @@ async fn a_spreadsheet_repeating_rows_and_columns_into_a_billion_cells_is_cut_sa
     );
     assert!(page["content"].as_str().unwrap().contains("kept-before"));
     assert!(page["next_cursor"].is_string(), "paged: {page:#}");
+    service.alive_within_budget();
 }
 
 #[tokio::test]
@@ -113,7 +127,8 @@ async fn a_book_listing_one_chapter_three_thousand_times_reads_it_once() {
             ("OEBPS/text/ch.xhtml", chapter.as_bytes()),
         ],
     );
-    let page = read(&serve_document("echo.epub", file, EPUB).await).await;
+    let mut service = Service::start();
+    let page = read(&service, &serve_document("echo.epub", file, EPUB).await).await;
     let document = &page["document"];
     assert_eq!(
         document["sections"],
@@ -127,6 +142,7 @@ async fn a_book_listing_one_chapter_three_thousand_times_reads_it_once() {
         "the chapter once: {length} characters for {} of text",
         words.len()
     );
+    service.alive_within_budget();
 }
 
 /// Bytes of robots.txt the test server handed to the connection, and sitemap files asked for.
@@ -213,20 +229,20 @@ async fn hostile_site(seen: Seen) -> String {
 async fn a_fifty_megabyte_robots_txt_is_obeyed_from_its_first_500_kib() {
     let seen = Seen::default();
     let origin = hostile_site(seen.clone()).await;
-    let api = &harness().api;
+    let mut service = Service::start();
+    let api = &service.api;
     let args = json!({
         "urls": [format!("{origin}/")],
         "mode": "http",
         "follow": {"depth": 1, "from_sitemap": true},
     });
     let id = common::crawl_until_finished(api, args, Duration::from_secs(90)).await;
-    let (status, report) = call_at(
-        api,
-        "crawl_status",
-        json!({"task_id": id, "max_tokens": 100_000}),
-    )
-    .await;
-    assert_eq!(status, 200, "{report:#}");
+    let report = service
+        .reads(
+            "crawl_status",
+            json!({"task_id": id, "max_tokens": 100_000}),
+        )
+        .await;
     assert_eq!(report["status"], "completed", "{report:#}");
     let urls = |field: &str| -> Vec<String> {
         let mut urls: Vec<String> = report[field]
@@ -249,6 +265,7 @@ async fn a_fifty_megabyte_robots_txt_is_obeyed_from_its_first_500_kib() {
     assert!(sent < ROBOTS_BYTES / 4, "{sent} bytes of robots.txt sent");
     // The sitemap indexes list one another without end: the task reads 50 of them.
     assert_eq!(seen.sitemaps.load(Ordering::SeqCst), 50);
+    service.alive_within_budget();
 }
 
 #[tokio::test]
@@ -256,23 +273,26 @@ async fn a_million_line_cookies_txt_is_refused_and_the_saved_profile_kept() {
     let line =
         |name: &str, value: &str| format!("127.0.0.1\tFALSE\t/\tFALSE\t0\t{name}\t{value}\n");
     let saved = format!("# Netscape HTTP Cookie File\n{}", line("sid", "kept-value"));
-    let imported = ok(
-        "browser_cookies",
-        json!({"action": "import", "name": "capped", "content": saved}),
-    )
-    .await;
+    let mut service = Service::start();
+    let imported = service
+        .reads(
+            "browser_cookies",
+            json!({"action": "import", "name": "capped", "content": saved}),
+        )
+        .await;
     assert_eq!(imported["cookies"], 1, "{imported:#}");
 
     let mut huge = String::from("# Netscape HTTP Cookie File\n");
     for i in 0..1_000_000 {
         huge.push_str(&line(&format!("c{i}"), "v"));
     }
-    let refused = fails(
-        "browser_cookies",
-        json!({"action": "import", "name": "capped", "content": huge}),
-        "LIMIT",
-    )
-    .await;
+    let refused = service
+        .refuses(
+            "browser_cookies",
+            json!({"action": "import", "name": "capped", "content": huge}),
+            "LIMIT",
+        )
+        .await;
     let error = &refused["error"];
     let message = error["message"].as_str().unwrap();
     assert!(
@@ -284,18 +304,21 @@ async fn a_million_line_cookies_txt_is_refused_and_the_saved_profile_kept() {
 
     // The profile saved before is the one that loads.
     let session = "capped-cookies";
-    let loaded = ok(
-        "browser_cookies",
-        json!({"session": session, "action": "load", "name": "capped"}),
-    )
-    .await;
+    let loaded = service
+        .reads(
+            "browser_cookies",
+            json!({"session": session, "action": "load", "name": "capped"}),
+        )
+        .await;
     assert_eq!(loaded["loaded"], 1, "{loaded:#}");
-    let listed = ok(
-        "browser_cookies",
-        json!({"session": session, "action": "list", "show_values": true}),
-    )
-    .await;
+    let listed = service
+        .reads(
+            "browser_cookies",
+            json!({"session": session, "action": "list", "show_values": true}),
+        )
+        .await;
     assert_eq!(listed["count"], 1, "{listed:#}");
     assert_eq!(listed["cookies"][0]["name"], "sid");
     assert_eq!(listed["cookies"][0]["value"], "kept-value");
+    service.alive_within_budget();
 }

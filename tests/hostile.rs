@@ -12,11 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::IntoResponse;
-use common::{call_at, eventually, health, spawn_service};
-use serde_json::{Value, json};
-
-/// Most memory (VmHWM) the service may have used at any time, in KiB.
-const PEAK_BUDGET_KIB: u64 = 256 * 1024;
+use common::eventually;
+use common::process::Service;
+use serde_json::json;
 
 /// `levels` elements opened by `open` and closed by `close`, with `inner` at the bottom,
 /// between a first and a last paragraph.
@@ -95,70 +93,6 @@ impl Site {
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.origin)
-    }
-}
-
-/// The service under test: its process and its API.
-struct Service {
-    child: std::process::Child,
-    api: String,
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
-}
-
-impl Service {
-    fn start() -> Self {
-        let (data, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let (child, api) = spawn_service(data.path(), tmp.path());
-        Self {
-            child,
-            api,
-            _dirs: (data, tmp),
-        }
-    }
-
-    /// A field of `/proc/<pid>/status` in KiB (`VmHWM`, `VmRSS`).
-    fn memory_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the service is alive");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{field} in {status}"))
-    }
-
-    /// Calls `tool`: an answer, content or a typed error, never a dropped connection; and the
-    /// service still answers `/healthz` after it.
-    async fn answers(&self, tool: &str, args: Value) -> Value {
-        let (status, body) = call_at(&self.api, tool, args.clone()).await;
-        assert!(
-            status == 200 || body["error"]["code"].is_string(),
-            "{tool} {args}: {status} {body:#}"
-        );
-        if status != 200 {
-            assert!(
-                body["error"]["hint"]
-                    .as_str()
-                    .is_some_and(|h| !h.is_empty()),
-                "{body:#}"
-            );
-        }
-        assert_eq!(health(&self.api).await["ok"], true, "after {tool} {args}");
-        body
-    }
-
-    /// `answers`, where the answer must be content.
-    async fn reads(&self, tool: &str, args: Value) -> Value {
-        let body = self.answers(tool, args.clone()).await;
-        assert!(body["error"].is_null(), "{tool} {args}: {body:#}");
-        body
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -250,10 +184,5 @@ async fn hostile_pages_get_answers_and_the_service_survives_them() {
     }
     assert!(site.cross_site.starts_with("http://localhost:"));
 
-    assert!(
-        service.child.try_wait().unwrap().is_none(),
-        "the service is alive"
-    );
-    let peak = service.memory_kib("VmHWM");
-    assert!(peak < PEAK_BUDGET_KIB, "peak {peak} KiB over the budget");
+    service.alive_within_budget();
 }

@@ -492,9 +492,21 @@
     return count;
   };
   // Busy-ness for readiness; with `since` (a `now()` of this document), only work started since.
-  function state(waitFor, since) {
+  // Milliseconds since this document, or a same-origin frame inside it, started leaving (a
+  // form it submitted, a link it followed): a frame's new document is part of the page's
+  // answer, and the frame's agent sees it leave before CDP reports any loading.
+  function leavingMs() {
     const submitted = submittedAt();
-    const leaving = submitted === null ? leavingAt : Math.max(submitted, leavingAt ?? submitted);
+    const at = submitted === null ? leavingAt : Math.max(submitted, leavingAt ?? submitted);
+    let least = at === null ? null : Math.round(now() - at);
+    for (let i = 0; i < window.frames.length; i++) {
+      let ms = null;
+      try { ms = window.frames[i].__wp ? window.frames[i].__wp.leavingMs() : null; } catch (e) { /* another origin */ }
+      if (ms !== null && (least === null || ms < least)) least = ms;
+    }
+    return least;
+  }
+  function state(waitFor, since) {
     return {
       doc: docId,
       readyState: document.readyState,
@@ -503,7 +515,7 @@
       requests: startedSince(requests, since),
       messages: pendingMessages(since),
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
-      leavingMs: leaving === null ? null : Math.round(now() - leaving),
+      leavingMs: leavingMs(),
       found: waitFor ? textMatches(waitFor) : null,
     };
   }
@@ -1154,7 +1166,7 @@
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, find, readText, readable, shownHtml, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
+    value: Object.freeze({ snapshot, resolve, state, leavingMs, find, readText, readable, shownHtml, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
     enumerable: false,
   });
 })();

@@ -1,6 +1,6 @@
-//! What the sessions of out-of-process frames and workers report about their requests and
-//! console, kept for the tab's readiness (frames' requests) and its log (everything), and how a
-//! worker is let run once it is watched.
+//! What the sessions of out-of-process frames and workers report about their requests, console
+//! and frames' documents, kept for the tab's readiness (frames' requests and loads) and its log
+//! (everything), and how a worker is let run once it is watched.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +25,8 @@ pub(crate) struct Traffic<'a> {
 }
 
 impl Traffic<'_> {
-    /// Records `event` if it is about requests, the console or the browser's log; `true` then.
+    /// Records `event` if it is about requests, the console, the browser's log or a frame's
+    /// document; `true` then.
     pub(crate) fn record(&self, event: &CdpEvent) -> bool {
         let key = |id: &str| format!("{}/{id}", self.session());
         // The readiness lock and the log's are taken one after the other, never nested.
@@ -75,6 +76,25 @@ impl Traffic<'_> {
                 log().exception_thrown(thrown, self.origin.clone());
             }
             CdpEvent::LogEntryAdded(added) => log().log_entry(&added.entry, self.origin.clone()),
+            // Every frame of an out-of-process frame's session is below the tab's top one.
+            CdpEvent::PageFrameStartedLoading(started) => {
+                lock(self.events)
+                    .frames
+                    .started_loading(started.frame_id.inner());
+            }
+            CdpEvent::PageFrameStoppedLoading(stopped) => {
+                lock(self.events)
+                    .frames
+                    .stopped_loading(stopped.frame_id.inner());
+            }
+            CdpEvent::PageFrameDetached(detached) => {
+                lock(self.events)
+                    .frames
+                    .stopped_loading(detached.frame_id.inner());
+            }
+            CdpEvent::PageFrameNavigated(navigated) => {
+                lock(self.events).frames.committed(&navigated.frame.url);
+            }
             _ => return false,
         }
         true

@@ -507,7 +507,11 @@ fn forget(registry: &Mutex<Registry>, events: &Mutex<TabEvents>, session: &str) 
     registry.workers.retain(|worker, _| !gone.contains(worker));
     registry.owners.retain(|frame, _| !frames.contains(frame));
     drop(registry);
-    lock(events)
+    let mut events = lock(events);
+    events
         .inflight
         .retain(|key, _| !gone.iter().any(|s| key.starts_with(&format!("{s}/"))));
+    for frame in &frames {
+        events.frames.stopped_loading(frame);
+    }
 }

@@ -186,6 +186,14 @@ fn typed(method: &str, params: serde_json::Value) -> Option<CdpEvent> {
         page::EventJavascriptDialogOpening::IDENTIFIER => {
             CdpEvent::PageJavascriptDialogOpening(parse(params)?)
         }
+        page::EventFrameStartedLoading::IDENTIFIER => {
+            CdpEvent::PageFrameStartedLoading(parse(params)?)
+        }
+        page::EventFrameStoppedLoading::IDENTIFIER => {
+            CdpEvent::PageFrameStoppedLoading(parse(params)?)
+        }
+        page::EventFrameDetached::IDENTIFIER => CdpEvent::PageFrameDetached(parse(params)?),
+        page::EventFrameNavigated::IDENTIFIER => CdpEvent::PageFrameNavigated(parse(params)?),
         network::EventRequestWillBeSent::IDENTIFIER => {
             CdpEvent::NetworkRequestWillBeSent(parse(params)?)
         }

@@ -14,6 +14,7 @@ mod content;
 mod download;
 mod fill;
 mod formats;
+mod frame_loads;
 mod frame_traffic;
 mod frames;
 mod guard;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::frame_loads::FrameMark;
 use super::frames::Doc;
 use super::tab::{Tab, lock};
 use crate::error::{ErrorCode, ToolResult};
@@ -113,6 +114,8 @@ pub struct ActionMark {
     /// The foreign frame the action happens in, with its own clock: its work (a form it
     /// submits, timers it sets) is watched too.
     frame: Option<(Doc, Option<f64>)>,
+    /// Loads and commits of the frames below the top one so far.
+    frames: FrameMark,
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,6 +158,7 @@ impl Tab {
             inflight: events.inflight.keys().cloned().collect(),
             clock,
             frame,
+            frames: events.frames.mark(),
         }
     }
 
@@ -333,6 +337,15 @@ impl Tab {
                 shown.join(", ")
             ));
         }
+        if let Some(mark) = baseline {
+            let long = Duration::from_millis(LONG_REQUEST_MS);
+            let loading = lock(&self.events)
+                .frames
+                .loading_since(mark.frames, now, long);
+            if loading > 0 {
+                missing.push(format!("{loading} frame(s) loading a new document"));
+            }
+        }
         missing.extend(pending_work(probe, quiet_ms));
         missing
     }
@@ -436,6 +449,9 @@ pub struct Aftermath {
     /// Why the URL policy refused the document the action tried to open in this tab.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked_document: Option<String>,
+    /// A frame inside the page loaded a new document: its URL (the latest, when several did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_navigated: Option<String>,
 }
 
 impl Tab {
@@ -463,6 +479,11 @@ impl Tab {
             let full = SettleGoal { timeout, ..quick };
             ready = self.settle(&full, || Ok(())).await?;
         }
+        let frame_navigated = lock(&self.events)
+            .frames
+            .navigated_since(mark.frames)
+            .filter(|_| !navigated)
+            .map(shorten);
         Ok(Aftermath {
             navigated,
             ready,
@@ -472,6 +493,7 @@ impl Tab {
                 .blocked
                 .take()
                 .map(|refusal| refusal.message),
+            frame_navigated,
         })
     }
 }

@@ -196,6 +196,31 @@ pub struct ElementChanges {
     pub unchanged: usize,
     /// `ChangesIn::View`: new elements still off-screen, not listed until they come into view.
     pub offscreen_added: usize,
+    /// The elements in view now, a line each: the list itself, for when it is shorter than
+    /// its changes.
+    pub in_view: Vec<String>,
+    /// Elements off-screen now.
+    pub offscreen: usize,
+}
+
+/// The role and name of a listed line (`[3] link "Row 7"` of `[3] link "Row 7" → /r/7`): what
+/// the element is, as opposed to its state.
+fn name_of(line: &str) -> &str {
+    let start = line.find("] ").map_or(0, |at| at + 2);
+    let rest = &line[start..];
+    // The name is a quoted string right after the role; it ends at the first unescaped quote.
+    let Some(open) = rest.find('"') else {
+        return rest;
+    };
+    let mut escaped = false;
+    for (at, c) in rest[open + 1..].char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return &rest[..open + 1 + at + 1],
+            _ => escaped = false,
+        }
+    }
+    rest
 }
 
 /// Where changes are worth telling.
@@ -235,6 +260,10 @@ impl ElementChanges {
                 Some(_) => self.unchanged += 1,
             },
             (ChangesIn::View, _) if !was_in_view => self.added.push(line),
+            // A node a virtual list reused for another row: what came into view is the row.
+            (ChangesIn::View, Some(was)) if name_of(&was.line) != name_of(&line) => {
+                self.added.push(line)
+            }
             (_, None) => self.added.push(line),
             (_, Some(was)) if was.line != line => self.changed.push(line),
             _ => self.unchanged += 1,
@@ -257,6 +286,11 @@ impl Tab {
         let now: HashSet<u32> = list.elements.iter().map(|e| e.ref_id).collect();
         for element in &list.elements {
             changes.note(element, before.get(&element.ref_id), scope);
+            if element.offscreen {
+                changes.offscreen += 1;
+            } else {
+                changes.in_view.push(element.line());
+            }
         }
         changes.removed = before
             .keys()
@@ -625,6 +659,19 @@ mod tests {
         assert_eq!(
             email.line(),
             "[17] textbox \"Email\" type=email required invalid error=\"Enter an email address\""
+        );
+    }
+
+    #[test]
+    fn a_lines_name_is_its_role_and_quoted_name_without_its_state() {
+        let mut row = element(3, "link", "Row \"7\" of 9");
+        row.href = Some("/r/7".into());
+        assert_eq!(name_of(&row.line()), "link \"Row \\\"7\\\" of 9\"");
+        row.checked = Some(true);
+        assert_eq!(name_of(&row.line()), "link \"Row \\\"7\\\" of 9\"");
+        assert_ne!(
+            name_of(&element(3, "link", "Row 8").line()),
+            name_of(&row.line())
         );
     }
 

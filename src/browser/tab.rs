@@ -19,6 +19,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::frame_loads::FrameLoads;
 use super::frames::{Doc, Frames, InitScripts};
 use super::guard::DocumentGuard;
 use super::link::CdpTarget;
@@ -68,6 +69,8 @@ pub(crate) struct TabEvents {
     pub main_loading: bool,
     /// Why the URL policy refused the main frame's latest document request, until taken.
     pub blocked: Option<ToolError>,
+    /// Documents loading and committed in the frames below the top one.
+    pub frames: FrameLoads,
 }
 
 /// A request in flight.
@@ -112,6 +115,7 @@ impl TabEvents {
     /// A frame committed a document; the main frame's commit starts a new document.
     pub(crate) fn frame_navigated(&mut self, event: &EventFrameNavigated) {
         if event.frame.parent_id.is_some() {
+            self.frames.committed(&event.frame.url);
             return;
         }
         self.main_commits += 1;

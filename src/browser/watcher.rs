@@ -15,8 +15,9 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventRequestWillBeSent, EventResponseReceived, ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    DialogType, EventFrameNavigated, EventFrameStartedLoading, EventFrameStoppedLoading,
-    EventJavascriptDialogOpening, EventNavigatedWithinDocument, HandleJavaScriptDialogParams,
+    DialogType, EventFrameDetached, EventFrameNavigated, EventFrameStartedLoading,
+    EventFrameStoppedLoading, EventJavascriptDialogOpening, EventNavigatedWithinDocument,
+    HandleJavaScriptDialogParams,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{EventConsoleApiCalled, EventExceptionThrown};
 use chromiumoxide::listeners::EventStream;
@@ -44,6 +45,7 @@ struct PageStreams {
     in_document: EventStream<EventNavigatedWithinDocument>,
     loading_started: EventStream<EventFrameStartedLoading>,
     loading_stopped: EventStream<EventFrameStoppedLoading>,
+    frames_detached: EventStream<EventFrameDetached>,
     paused: EventStream<chromiumoxide::cdp::browser_protocol::fetch::EventRequestPaused>,
     dialogs: EventStream<EventJavascriptDialogOpening>,
     data: EventStream<EventDataReceived>,
@@ -79,6 +81,7 @@ impl PageStreams {
             in_document: browser.cdp(subscribe, page.event_listener()).await?,
             loading_started: browser.cdp(subscribe, page.event_listener()).await?,
             loading_stopped: browser.cdp(subscribe, page.event_listener()).await?,
+            frames_detached: browser.cdp(subscribe, page.event_listener()).await?,
             paused: super::guard::guard_documents(page, browser).await?,
             dialogs: browser.cdp(subscribe, page.event_listener()).await?,
             data: browser.cdp(subscribe, page.event_listener()).await?,
@@ -166,14 +169,23 @@ pub(crate) async fn spawn_watcher(
                     }
                 }
                 Some(event) = s.loading_started.next() => {
-                    if *event.frame_id.inner() == main_frame {
+                    let frame = event.frame_id.inner();
+                    if *frame == main_frame {
                         lock(&events).main_loading = true;
+                    } else {
+                        lock(&events).frames.started_loading(frame);
                     }
                 }
                 Some(event) = s.loading_stopped.next() => {
-                    if *event.frame_id.inner() == main_frame {
+                    let frame = event.frame_id.inner();
+                    if *frame == main_frame {
                         lock(&events).main_loading = false;
+                    } else {
+                        lock(&events).frames.stopped_loading(frame);
                     }
+                }
+                Some(event) = s.frames_detached.next() => {
+                    lock(&events).frames.stopped_loading(event.frame_id.inner());
                 }
                 Some(event) = s.paused.next() => {
                     // Resolving a host name may take a while; other events must not wait.

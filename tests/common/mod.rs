@@ -7,6 +7,7 @@ pub mod devtools;
 pub mod node;
 pub mod page_fixtures;
 pub mod postgres;
+pub mod process;
 pub mod python;
 pub mod web_fixtures;
 

@@ -9,17 +9,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod changes;
 mod handoff;
 mod replayed;
 mod rules;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementChanges, ElementIdentity,
-    FieldCheck, PageEvents, Tab, ValueMismatch,
+    Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementIdentity, FieldCheck,
+    PageEvents, Tab, ValueMismatch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::pages::paging::slice_lines;
 use crate::tools::{Call, PersonTimeoutMs, Scope, SessionField, Tool};
 
 const GUIDE: &str = "browser_interact acts on elements by the refs of browser_read mode=elements: \
@@ -176,6 +176,10 @@ pub struct InteractOutput {
     /// Elements listed as before.
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_unchanged: Option<usize>,
+    /// Instead of the changes when the list was re-rendered (they would cost more): the
+    /// elements in view now, a line each after one saying so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relisted: Option<String>,
     /// Tabs the action opened (popups, target=_blank).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     new_tabs: Vec<String>,
@@ -275,6 +279,7 @@ impl InteractOutput {
             elements_removed: None,
             changed: None,
             elements_unchanged: None,
+            relisted: None,
             added: None,
             new_tabs: Vec::new(),
             page_events: None,
@@ -389,36 +394,6 @@ impl Tool for Interact {
         output.new_tabs = call.session().await?.sync_tabs().await?;
         output.recognized = recognized;
         Ok(output)
-    }
-}
-
-impl InteractOutput {
-    /// Only what changed in the element list: added and changed lines, counts of the rest,
-    /// each only when not zero (and the unchanged count only beside a change). The line of
-    /// element `said` (whose `value` the result already gives) is left out of `changed`.
-    fn report_changes(&mut self, changes: &ElementChanges, said: Option<u32>) -> ToolResult<()> {
-        let said = said.map(|id| format!("[{id}] "));
-        let changed: Vec<String> = changes
-            .changed
-            .iter()
-            .filter(|line| said.as_ref().is_none_or(|prefix| !line.starts_with(prefix)))
-            .cloned()
-            .collect();
-        let counted = |n: usize| (n > 0).then_some(n);
-        self.elements_added = counted(changes.added.len());
-        self.elements_removed = counted(changes.removed.len());
-        self.elements_offscreen_added = counted(changes.offscreen_added);
-        let any = !changes.added.is_empty() || !changes.removed.is_empty() || !changed.is_empty();
-        self.elements_unchanged = counted(changes.unchanged).filter(|_| any);
-        if !changes.added.is_empty() {
-            let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
-            self.added = Some(slice.content);
-        }
-        if !changed.is_empty() {
-            let slice = slice_lines(&changed, ADDED_ELEMENTS_TOKENS, None)?;
-            self.changed = Some(slice.content);
-        }
-        Ok(())
     }
 }
 

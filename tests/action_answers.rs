@@ -1,0 +1,191 @@
+//! What an action answers, on pages built like real sites and served by the test, which
+//! records what it was asked for: a windowed list of 1,000 rows that reuses its nodes as it
+//! scrolls (its scroll results stay within what the list itself costs), and forms inside a
+//! same-origin and a cross-site frame (each submission is answered once the frame's answer has
+//! loaded, so a read right after shows it).
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Html;
+use axum::routing::get;
+use common::{content_lines, element_lines, ok, page_text, ref_of};
+use serde_json::{Value, json};
+
+/// What the site was asked for, in order, and submissions counted per frame.
+#[derive(Clone, Default)]
+struct Seen {
+    paths: Arc<Mutex<Vec<String>>>,
+    answers: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// How long the site takes to answer a form, as a server doing work does: long enough that an
+/// answer given before the frame's new document arrived would show the old one.
+const SERVER_WORK: Duration = Duration::from_millis(60);
+
+fn send_form(who: &str) -> String {
+    format!(r#"<form method="post" action="/answer?who={who}"><button>Send {who}</button></form>"#)
+}
+
+/// The site on 127.0.0.1; `localhost` on the same port is another site to Chromium.
+async fn site(seen: Seen) -> (String, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cross = format!("http://localhost:{port}");
+    let host = format!(
+        "<!doctype html><title>Host</title><h1>Host</h1>\
+         <iframe src='/form?who=here' width=500 height=150></iframe>\
+         <iframe src='{cross}/form?who=across' width=500 height=150></iframe>"
+    );
+    let app = axum::Router::new()
+        .route(
+            "/list",
+            get(|| async { Html(include_str!("../fixtures/virtual-list.html")) }),
+        )
+        .route(
+            "/orders/{n}",
+            get(|State(seen): State<Seen>, Path(n): Path<u32>| async move {
+                seen.paths.lock().unwrap().push(format!("/orders/{n}"));
+                Html(format!(
+                    "<!doctype html><title>Order {n}</title><h1>Order {n}</h1>"
+                ))
+            }),
+        )
+        .route("/host", get(move || async move { Html(host) }))
+        .route(
+            "/form",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                Html(format!(
+                    "<!doctype html><title>Form</title>{}",
+                    send_form(&q["who"])
+                ))
+            }),
+        )
+        .route(
+            "/answer",
+            axum::routing::post(
+                |State(seen): State<Seen>, Query(q): Query<HashMap<String, String>>| async move {
+                    let who = q["who"].clone();
+                    let n = {
+                        let mut answers = seen.answers.lock().unwrap();
+                        let n = answers.entry(who.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    tokio::time::sleep(SERVER_WORK).await;
+                    Html(format!(
+                        "<!doctype html><title>Answer</title><p>Answer {n} from {who}</p>{}",
+                        send_form(&who)
+                    ))
+                },
+            ),
+        )
+        .with_state(seen);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://127.0.0.1:{port}"), cross)
+}
+
+async fn act(session: &str, mut args: Value) -> Value {
+    args["session"] = json!(session);
+    ok("browser_interact", args).await
+}
+
+/// The element lines an action's result tells: added, changed, or the list relisted.
+fn told(result: &Value) -> Vec<String> {
+    ["added", "changed", "relisted"]
+        .iter()
+        .filter_map(|field| result[field].as_str())
+        .flat_map(str::lines)
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_windowed_list_is_scrolled_to_row_734_for_less_than_the_list_costs() {
+    let seen = Seen::default();
+    let (origin, _) = site(seen.clone()).await;
+    let s = "virtual-list";
+    ok(
+        "browser_navigate",
+        json!({ "session": s, "target": format!("{origin}/list") }),
+    )
+    .await;
+    let first = element_lines(s).await;
+    assert!(
+        first.iter().any(|l| l.contains("\"Order 1\"")),
+        "{first:#?}"
+    );
+    let mut row = None;
+    for _ in 0..100 {
+        let scrolled = act(s, json!({ "action": "scroll" })).await;
+        // Reused nodes showing other rows came into view: they are not "changes".
+        assert!(scrolled["changed"].is_null(), "{scrolled:#}");
+        let lines = told(&scrolled);
+        assert!(
+            !lines.is_empty(),
+            "a scroll brings rows into view: {scrolled:#}"
+        );
+        let list = ok(
+            "browser_read",
+            json!({ "session": s, "mode": "elements", "max_tokens": 100000 }),
+        )
+        .await;
+        let (said, whole) = (scrolled.to_string().len(), list.to_string().len());
+        assert!(said <= whole, "{said} > {whole}: {scrolled:#}");
+        for line in &lines {
+            assert!(
+                content_lines(&list).contains(line),
+                "a told line is in the list: {line}"
+            );
+        }
+        if let Some(line) = lines.iter().find(|l| l.contains("\"Order 734\"")) {
+            row = Some(ref_of(std::slice::from_ref(line), "Order 734"));
+            break;
+        }
+    }
+    let row = row.expect("row 734 came into view");
+    let opened = act(s, json!({ "action": "click", "ref": row })).await;
+    assert_eq!(opened["title"], "Order 734", "{opened:#}");
+    assert_eq!(*seen.paths.lock().unwrap(), ["/orders/734"]);
+}
+
+#[tokio::test]
+async fn a_frames_form_is_answered_once_its_answer_has_loaded_fifty_times_in_a_row() {
+    let seen = Seen::default();
+    let (origin, cross) = site(seen.clone()).await;
+    let s = "frame-forms";
+    ok(
+        "browser_navigate",
+        json!({ "session": s, "target": format!("{origin}/host") }),
+    )
+    .await;
+    for n in 1..=50 {
+        for who in ["here", "across"] {
+            let send = ref_of(&element_lines(s).await, &format!("Send {who}"));
+            let sent = act(s, json!({ "action": "click", "ref": send })).await;
+            assert!(sent["navigated"].is_null(), "the top page stays: {sent:#}");
+            let frame = sent["frame_navigated"].as_str().unwrap_or_default();
+            assert!(
+                frame.contains(&format!("/answer?who={who}")),
+                "says which frame navigated: {sent:#}"
+            );
+            if who == "across" {
+                assert!(frame.starts_with(&cross), "{sent:#}");
+            }
+            let text = page_text(s).await;
+            assert!(
+                text.contains(&format!("Answer {n} from {who}")),
+                "submission {n} {who}: the read shows the frame's answer: {text}"
+            );
+        }
+    }
+    let answers = seen.answers.lock().unwrap().clone();
+    assert_eq!(
+        answers,
+        HashMap::from([("here".into(), 50), ("across".into(), 50)])
+    );
+}
