@@ -9,7 +9,10 @@ and times over REST:
   spa.html with wait_for "Showing 50 of 50 items" (the rows navigate_only / navigate_wait_for);
 - element lists: the 200-element page, and the SPA's elements and text;
 - a click by ref on the SPA ("Sort by price") until the page settled (the row click_sort);
-- where B has it, reading the network log of a page that made 200 requests (network_200).
+- where B has it, reading the network log of a page that made 200 requests (network_200);
+- typing into the SPA's search box, a viewport screenshot plain and annotated, navigating to the
+  static article, a new tab, the login form's two fields typed (the rows of scripts/bench that
+  compare these with the peer).
 
     python3 bench/ab.py --a /tmp/webpilot-old --b target/release/webpilot --rounds 2 --reps 15
     # the same binary with and without a setting: a configuration file for one side
@@ -153,9 +156,41 @@ def measure(binary: str, config: str | None, base: str, reps: int, warmup: int =
                 print(f"network_200: {binary} listed {body.get('total')} requests (capture off?), not timed")
                 break
             keep(i, "network_200", ms)
+        measure_actions(service, base, reps, warmup, keep)
     finally:
         service.stop()
     return times
+
+
+def ref_in(service: Service, role_name: str) -> int:
+    lines = service.call("browser_read", {"mode": "elements", "max_tokens": 100000})[1]["content"].splitlines()
+    return next(int(line[1:line.index("]")]) for line in lines if role_name in line)
+
+
+def measure_actions(service: Service, base: str, reps: int, warmup: int, keep) -> None:
+    """The rows scripts/bench compares with the peer: typing, screenshots, a static article, a new
+    tab, the login form filled."""
+    service.call("browser_navigate", {"target": f"{base}/spa.html", "wait_for": SPA_READY})
+    search = ref_in(service, 'searchbox "Search items"')
+    for i in range(reps + warmup):
+        keep(i, "type_search", service.call("browser_interact", {"action": "type", "ref": search,
+                                                                  "text": f"Item {i % 9}"})[0])
+    for i in range(reps + warmup):
+        keep(i, "screenshot", service.call("browser_screenshot", {})[0])
+        keep(i, "screenshot_annotated", service.call("browser_screenshot", {"annotate": True})[0])
+    for i in range(reps + warmup):
+        keep(i, "navigate_article", service.call("browser_navigate", {"target": f"{base}/article.html"})[0])
+    for i in range(reps + warmup):
+        ms, body = service.call("browser_tabs", {"action": "new", "url": f"{base}/index.html"})
+        keep(i, "tab_new", ms)
+        service.call("browser_tabs", {"action": "close", "tab": body["tab"]})
+    service.call("browser_navigate", {"target": f"{base}/login.html"})
+    user, password = ref_in(service, "Username"), ref_in(service, "Password")
+    for i in range(reps + warmup):
+        start = time.perf_counter()
+        service.call("browser_interact", {"action": "type", "ref": user, "text": "alice"})
+        service.call("browser_interact", {"action": "type", "ref": password, "text": "wonderland"})
+        keep(i, "login_fill", (time.perf_counter() - start) * 1000)
 
 
 def main():

@@ -448,6 +448,9 @@ class Webpilot:
         if data.get("navigated") and data.get("url"):
             self.page = urlsplit(data["url"]).path
         ready = data.get("ready") or {}
+        if isinstance(ready, str):  # an action's short verdict: "quiet 12 ms"
+            words = ready.split()
+            ready = {"by": words[0], "after_ms": float(words[1])} if len(words) == 3 else {}
         if isinstance(ready.get("after_ms"), (int, float)):
             self._size(f"interact_{args['action']}.ready_after_ms", ready["after_ms"])
         return body, data

@@ -364,14 +364,26 @@
   // become marks with their content box and visible window. What a person cannot see
   // (elementConcealment) is left out, frames too.
   function collect(root, offset, view, out, seen = freshSeen()) {
-    const visit = (node, insideNative) => {
+    const visit = (node, insideNative, view) => {
       for (let child = node.firstElementChild; child; child = child.nextElementSibling) {
-        walk(child, insideNative);
+        walk(child, insideNative, view);
       }
+    };
+    // What a scrolling box shows of its content: its content is seen through it (a windowed
+    // list's rows above and below its window are off-screen, whatever the viewport shows).
+    const scrolledView = (el, view) => {
+      if (el.scrollHeight <= el.clientHeight + 1 && el.scrollWidth <= el.clientWidth + 1) return view;
+      const doc = el.ownerDocument;
+      if (el === doc.documentElement || el === doc.body) return view;
+      const style = doc.defaultView.getComputedStyle(el);
+      if (style.overflowX === 'visible' && style.overflowY === 'visible') return view;
+      const r = el.getBoundingClientRect();
+      return { x: offset.x + r.left + el.clientLeft, y: offset.y + r.top + el.clientTop,
+        w: el.clientWidth, h: el.clientHeight, parent: view };
     };
     // A frame's document is walked in place; a foreign frame leaves a mark with its content box
     // and visible window.
-    const walkFrame = (el) => {
+    const walkFrame = (el, view) => {
       if (el.clientWidth <= 0 || el.clientHeight <= 0 || elementConcealment(el, seen)) return;
       const inner = frameOffset(el, offset);
       const doc = frameDocument(el);
@@ -385,12 +397,12 @@
         out.push({ frame: el[FRAME_KEY], x: inner.x, y: inner.y, view: part });
       }
     };
-    const walk = (el, insideNative) => {
+    const walk = (el, insideNative, view) => {
       const tag = el.tagName;
       if (tag === 'SCRIPT' || tag === 'STYLE' || tag === 'TEMPLATE') return;
       const style = el.checkVisibility ? el.checkVisibility({ visibilityProperty: false }) : true;
       if (!style) return;
-      if (tag === 'IFRAME' || tag === 'FRAME') { walkFrame(el); return; }
+      if (tag === 'IFRAME' || tag === 'FRAME') { walkFrame(el, view); return; }
       const role = roleOf(el);
       const weak = !role && !insideNative && weakInteractive(el);
       let entry = null;
@@ -403,12 +415,13 @@
       }
       const before = out.length;
       const shadow = shadowOf(el);
-      if (shadow) visit(shadow, insideNative || !!role);
-      visit(el, insideNative || (!!role && role !== 'listbox'));
+      const inner = el.firstElementChild || shadow ? scrolledView(el, view) : view;
+      if (shadow) visit(shadow, insideNative || !!role, inner);
+      visit(el, insideNative || (!!role && role !== 'listbox'), inner);
       // A container whose listener serves the controls inside it is not itself a control.
       if (entry && entry.weak && out.length > before) out.splice(out.indexOf(entry), 1);
     };
-    walk(root, false);
+    walk(root, false, view);
   }
   function inView(box, view) {
     for (let v = view; v; v = v.parent) {
@@ -516,6 +529,8 @@
       messages: pendingMessages(since),
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leavingMs(),
+      // A document without scripts changes only while it loads: once loaded, it is settled.
+      scripted: document.scripts.length > 0,
       found: waitFor ? textMatches(waitFor) : null,
     };
   }

@@ -155,13 +155,21 @@ impl Tab {
     /// the same page state (listed right before the capture).
     pub async fn capture(&mut self, shot: &Shot) -> ToolResult<Picture> {
         // The area first: capturing an element may scroll it into view, and the element list
-        // must describe the page as captured.
-        let area = self.capture_area(shot).await?;
-        if area.width < 1.0 || area.height < 1.0 {
-            return Err(ToolError::invalid(
-                "the element has no visible area to capture",
-            ));
-        }
+        // must describe the page as captured. A plain capture of the viewport is the viewport:
+        // it needs no box.
+        let plain_viewport =
+            !shot.full_page && shot.ref_id.is_none() && shot.max_width.is_none() && !shot.annotate;
+        let area = if plain_viewport {
+            None
+        } else {
+            let area = self.capture_area(shot).await?;
+            if area.width < 1.0 || area.height < 1.0 {
+                return Err(ToolError::invalid(
+                    "the element has no visible area to capture",
+                ));
+            }
+            Some(area)
+        };
         let format = match (shot.annotate, shot.kind) {
             // Annotated images are decoded and re-encoded: capture losslessly.
             (true, _) | (_, ImageKind::Png) => CaptureScreenshotFormat::Png,
@@ -175,10 +183,13 @@ impl Tab {
         if !shot.annotate && shot.kind != ImageKind::Png {
             params.quality = Some(i64::from(shot.quality.unwrap_or(DEFAULT_QUALITY)));
         }
-        let scale = shot
-            .max_width
-            .map_or(1.0, |max| (f64::from(max) / area.width).min(1.0));
-        if shot.full_page || shot.ref_id.is_some() || scale < 1.0 {
+        let scale = match (&area, shot.max_width) {
+            (Some(area), Some(max)) => (f64::from(max) / area.width).min(1.0),
+            _ => 1.0,
+        };
+        if let Some(area) = &area
+            && (shot.full_page || shot.ref_id.is_some() || scale < 1.0)
+        {
             params.clip = Some(Viewport {
                 x: area.x,
                 y: area.y,
@@ -188,8 +199,8 @@ impl Tab {
             });
             params.capture_beyond_viewport = Some(shot.full_page || shot.ref_id.is_some());
         }
-        // An annotated capture is decoded and re-encoded here anyway: let Chromium encode fast.
-        params.optimize_for_speed = Some(shot.annotate);
+        // Encoding dominates a capture's time; the agent pays for pixels, not bytes.
+        params.optimize_for_speed = Some(true);
         let (page, liveness) = (self.page.clone(), self.liveness.clone());
         let capture = async move { liveness.cdp("capturing", page.execute(params)).await };
         // The element list and the pixels of one page state, fetched side by side.
@@ -200,7 +211,7 @@ impl Tab {
             (capture.await?, None)
         };
         let bytes = base64_decode(captured.result.data.as_ref())?;
-        let Some(list) = elements else {
+        let (Some(list), Some(area)) = (elements, area) else {
             let (width, height) = image_size(&bytes)?;
             return Ok(Picture {
                 bytes,
@@ -340,9 +351,10 @@ fn encode(image: RgbImage, kind: ImageKind, quality: u8) -> ToolResult<Vec<u8>> 
     let failed =
         |e: image::ImageError| ToolError::internal(format!("cannot encode the image: {e}"));
     match kind {
-        // zlib level 4: as small as the default level 6 on screenshots, in half the time.
+        // zlib level 1: a viewport in half the time of level 4, about a quarter larger (the
+        // fast deflate was three times larger again).
         ImageKind::Png => {
-            PngEncoder::new_with_quality(&mut out, CompressionType::Level(4), FilterType::Adaptive)
+            PngEncoder::new_with_quality(&mut out, CompressionType::Level(1), FilterType::Adaptive)
                 .write_image(pixels, width, height, rgb)
         }
         ImageKind::Jpeg => {

@@ -325,7 +325,9 @@ impl Tab {
             .as_ref()
             .is_some_and(|answer| answer.action != ConsentAction::Pending)
         {
-            let _ = self.settle_after_action(&mark, time_left).await;
+            let _ = self
+                .settle_after_action(&mark, super::settle::Watch::Action, time_left)
+                .await;
         }
         answer
     }

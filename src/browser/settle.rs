@@ -135,6 +135,9 @@ struct Probe {
     /// Milliseconds since the page started navigating away (`beforeunload`), if it did.
     #[serde(default)]
     leaving_ms: Option<u64>,
+    /// The document has scripts of its own (absent where the agent is missing: assume so).
+    #[serde(default = "yes")]
+    scripted: bool,
     found: Option<bool>,
 }
 
@@ -346,6 +349,12 @@ impl Tab {
                 missing.push(format!("{loading} frame(s) loading a new document"));
             }
         }
+        // A loaded document without scripts has nothing left to change it.
+        let quiet_ms = if probe.scripted || probe.ready_state != "complete" {
+            quiet_ms
+        } else {
+            0
+        };
         missing.extend(pending_work(probe, quiet_ms));
         missing
     }
@@ -373,6 +382,10 @@ impl Tab {
         pending.sort();
         pending.into_iter().map(|(_, url)| url).collect()
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The agent's counters in words: calls, timers, messages and frames pending, recent activity.
@@ -428,8 +441,22 @@ pub const ACTION_OBSERVE_MS: u64 = 10;
 /// DOM quiet window after an action. Shorter than after a load: the action's own work is
 /// synchronous or goes through tracked timers, messages and requests.
 pub const ACTION_DOM_QUIET_MS: u64 = 10;
+/// DOM quiet window after setting a field's value: its handlers have run by the time the value
+/// is set, and what they scheduled (timers, messages, requests) is tracked directly.
+pub const INPUT_DOM_QUIET_MS: u64 = 4;
 /// Upper bound of the wait after an action that did not navigate.
 pub const ACTION_SETTLE_MAX_MS: u64 = 3_000;
+
+/// How closely an action's effects are watched before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// A click, a key, a scroll: may start a navigation or a request the agent cannot see
+    /// (an image, a script), which needs a moment to show in CDP's events.
+    Action,
+    /// A field's value set (typed, selected): only what its handlers started, which the agent
+    /// sees at once, and the DOM settling from them.
+    Input,
+}
 
 /// What an action caused, once the page settled.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -460,16 +487,21 @@ impl Tab {
     pub async fn settle_after_action(
         &self,
         mark: &ActionMark,
+        watch: Watch,
         timeout: Duration,
     ) -> ToolResult<Aftermath> {
         let started = Instant::now();
+        let (dom_quiet, observe) = match watch {
+            Watch::Action => (ACTION_DOM_QUIET_MS, ACTION_OBSERVE_MS),
+            Watch::Input => (INPUT_DOM_QUIET_MS, 0),
+        };
         let quick = SettleGoal {
             wait_for: None,
             started,
             timeout: timeout.min(Duration::from_millis(ACTION_SETTLE_MAX_MS)),
             commits_before: None,
-            dom_quiet: Duration::from_millis(ACTION_DOM_QUIET_MS),
-            observe_at_least: Duration::from_millis(ACTION_OBSERVE_MS),
+            dom_quiet: Duration::from_millis(dom_quiet),
+            observe_at_least: Duration::from_millis(observe),
             baseline: Some(mark),
         };
         let mut ready = self.settle(&quick, || Ok(())).await?;

@@ -8,7 +8,8 @@ use crate::pages::paging::slice_lines;
 
 impl InteractOutput {
     /// Only what changed in the element list: added and changed lines, counts of the rest,
-    /// each only when not zero (and the unchanged count only beside a change). The line of
+    /// each only when not zero (and the unchanged count only beside a change, the added count
+    /// only when the lines were cut). The line of
     /// element `said` (whose `value` the result already gives) is left out of `changed`.
     pub(super) fn report_changes(
         &mut self,
@@ -35,13 +36,14 @@ impl InteractOutput {
             return Ok(());
         }
         let counted = |n: usize| (n > 0).then_some(n);
-        self.elements_added = counted(changes.added.len());
         self.elements_removed = counted(changes.removed.len());
         self.elements_offscreen_added = counted(changes.offscreen_added);
         let any = !changes.added.is_empty() || !changes.removed.is_empty() || !changed.is_empty();
         self.elements_unchanged = counted(changes.unchanged).filter(|_| any);
         if !changes.added.is_empty() {
             let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
+            // The count says what the lines do not: how many there were past the ones shown.
+            self.elements_added = slice.truncated.then_some(changes.added.len());
             self.added = Some(slice.content);
         }
         if !changed.is_empty() {

@@ -17,7 +17,7 @@ mod rules;
 use crate::browser::live::HandedBack;
 use crate::browser::{
     Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementIdentity, FieldCheck,
-    PageEvents, Tab, ValueMismatch,
+    PageEvents, Tab, ValueMismatch, Watch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tools::{Call, PersonTimeoutMs, Scope, SessionField, Tool};
@@ -158,7 +158,8 @@ pub struct InteractOutput {
     /// How the page settled after the action (actions that may change it).
     #[serde(flatten)]
     aftermath: Option<Aftermath>,
-    /// Elements that appeared since the last list (scroll: that came into view).
+    /// Elements that appeared since the last list (scroll: that came into view), when more
+    /// than `added` lists.
     #[serde(skip_serializing_if = "Option::is_none")]
     elements_added: Option<usize>,
     /// scroll: new elements still off-screen (listed once they come into view).
@@ -370,7 +371,12 @@ impl Tool for Interact {
         let tab = call.use_tab(&id)?;
         let mut output = InteractOutput::of(done);
         if watched {
-            output.aftermath = Some(tab.settle_after_action(&mark, deadline).await?);
+            let watch = if sets_a_value(&args) {
+                Watch::Input
+            } else {
+                Watch::Action
+            };
+            output.aftermath = Some(tab.settle_after_action(&mark, watch, deadline).await?);
             if let Some(check) = output.done.check.take()
                 && let Some(filled) = tab.check_field(&check).await
             {
@@ -455,6 +461,15 @@ async fn download(call: &mut Call<'_>, args: &InteractArgs) -> ToolResult<Intera
 }
 
 /// Actions after which the page may change and is watched until it settles.
+/// Whether the action only sets a field's value (typed without submitting, selected).
+fn sets_a_value(args: &InteractArgs) -> bool {
+    match args.action {
+        Action::Type => !args.submit.unwrap_or(false),
+        Action::Select => true,
+        _ => false,
+    }
+}
+
 fn changes_page(action: Action) -> bool {
     !matches!(action, Action::Options | Action::Wait | Action::Dialog)
 }
