@@ -154,53 +154,12 @@ impl Tab {
     /// Captures the tab as asked. With `annotate`, numbers are the refs of the element list of
     /// the same page state (listed right before the capture).
     pub async fn capture(&mut self, shot: &Shot) -> ToolResult<Picture> {
-        // The area first: capturing an element may scroll it into view, and the element list
-        // must describe the page as captured. A plain capture of the viewport is the viewport:
-        // it needs no box.
-        let plain_viewport =
-            !shot.full_page && shot.ref_id.is_none() && shot.max_width.is_none() && !shot.annotate;
-        let area = if plain_viewport {
-            None
-        } else {
-            let area = self.capture_area(shot).await?;
-            if area.width < 1.0 || area.height < 1.0 {
-                return Err(ToolError::invalid(
-                    "the element has no visible area to capture",
-                ));
-            }
-            Some(area)
-        };
-        let format = match (shot.annotate, shot.kind) {
-            // Annotated images are decoded and re-encoded: capture losslessly.
-            (true, _) | (_, ImageKind::Png) => CaptureScreenshotFormat::Png,
-            (_, ImageKind::Jpeg) => CaptureScreenshotFormat::Jpeg,
-            (_, ImageKind::Webp) => CaptureScreenshotFormat::Webp,
-        };
-        let mut params = CaptureScreenshotParams {
-            format: Some(format),
-            ..Default::default()
-        };
-        if !shot.annotate && shot.kind != ImageKind::Png {
-            params.quality = Some(i64::from(shot.quality.unwrap_or(DEFAULT_QUALITY)));
-        }
+        let area = self.area_to_capture(shot).await?;
         let scale = match (&area, shot.max_width) {
             (Some(area), Some(max)) => (f64::from(max) / area.width).min(1.0),
             _ => 1.0,
         };
-        if let Some(area) = &area
-            && (shot.full_page || shot.ref_id.is_some() || scale < 1.0)
-        {
-            params.clip = Some(Viewport {
-                x: area.x,
-                y: area.y,
-                width: area.width,
-                height: area.height,
-                scale,
-            });
-            params.capture_beyond_viewport = Some(shot.full_page || shot.ref_id.is_some());
-        }
-        // Encoding dominates a capture's time; the agent pays for pixels, not bytes.
-        params.optimize_for_speed = Some(true);
+        let params = capture_params(shot, area.as_ref(), scale);
         let (page, liveness) = (self.page.clone(), self.liveness.clone());
         let capture = async move { liveness.cdp("capturing", page.execute(params)).await };
         // The element list and the pixels of one page state, fetched side by side.
@@ -240,6 +199,24 @@ impl Tab {
         })
         .await
         .map_err(|e| ToolError::internal(format!("annotation failed: {e}")))?
+    }
+
+    /// The box to capture, taken first: capturing an element may scroll it into view, and the
+    /// element list must describe the page as captured. A plain capture of the viewport is the
+    /// viewport: it needs no box.
+    async fn area_to_capture(&mut self, shot: &Shot) -> ToolResult<Option<Area>> {
+        let plain_viewport =
+            !shot.full_page && shot.ref_id.is_none() && shot.max_width.is_none() && !shot.annotate;
+        if plain_viewport {
+            return Ok(None);
+        }
+        let area = self.capture_area(shot).await?;
+        if area.width < 1.0 || area.height < 1.0 {
+            return Err(ToolError::invalid(
+                "the element has no visible area to capture",
+            ));
+        }
+        Ok(Some(area))
     }
 
     async fn capture_area(&mut self, shot: &Shot) -> ToolResult<Area> {
@@ -341,6 +318,39 @@ fn marks_for(
         marks.push(mark);
     }
     (marks, legend)
+}
+
+/// What to ask Chromium for: the format (lossless when the capture is annotated here), the clip
+/// of `area` at `scale` where the capture is not simply the viewport.
+fn capture_params(shot: &Shot, area: Option<&Area>, scale: f64) -> CaptureScreenshotParams {
+    let format = match (shot.annotate, shot.kind) {
+        // Annotated images are decoded and re-encoded: capture losslessly.
+        (true, _) | (_, ImageKind::Png) => CaptureScreenshotFormat::Png,
+        (_, ImageKind::Jpeg) => CaptureScreenshotFormat::Jpeg,
+        (_, ImageKind::Webp) => CaptureScreenshotFormat::Webp,
+    };
+    let mut params = CaptureScreenshotParams {
+        format: Some(format),
+        // Encoding dominates a capture's time; the agent pays for pixels, not bytes.
+        optimize_for_speed: Some(true),
+        ..Default::default()
+    };
+    if !shot.annotate && shot.kind != ImageKind::Png {
+        params.quality = Some(i64::from(shot.quality.unwrap_or(DEFAULT_QUALITY)));
+    }
+    if let Some(area) = area
+        && (shot.full_page || shot.ref_id.is_some() || scale < 1.0)
+    {
+        params.clip = Some(Viewport {
+            x: area.x,
+            y: area.y,
+            width: area.width,
+            height: area.height,
+            scale,
+        });
+        params.capture_beyond_viewport = Some(shot.full_page || shot.ref_id.is_some());
+    }
+    params
 }
 
 fn encode(image: RgbImage, kind: ImageKind, quality: u8) -> ToolResult<Vec<u8>> {

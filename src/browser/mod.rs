@@ -62,7 +62,7 @@ pub use session::{
     BrowserService, SavedHar, SessionExtras, SessionGuard, SessionSummary, SweepStats, TabInfo,
     Told, Turn,
 };
-pub use settle::{Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy, Watch};
+pub use settle::{ActionMark, Aftermath, LONG_REQUEST_MS, Readiness, ReadyBy, Watch};
 pub use snapshot::{ChangesIn, Element, ElementChanges, ElementList, OFFSCREEN_HEADER};
 pub use storage::domain_matches;
 pub use submission::{Submission, SubmitBy};

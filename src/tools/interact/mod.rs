@@ -16,8 +16,8 @@ mod rules;
 
 use crate::browser::live::HandedBack;
 use crate::browser::{
-    Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementIdentity, FieldCheck,
-    PageEvents, Tab, ValueMismatch, Watch,
+    ActionMark, Aftermath, ChangesIn, DialogAnswer, DialogRecord, Downloaded, ElementIdentity,
+    FieldCheck, PageEvents, Tab, ValueMismatch, Watch,
 };
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tools::{Call, PersonTimeoutMs, Scope, SessionField, Tool};
@@ -289,6 +289,45 @@ impl InteractOutput {
     }
 }
 
+impl InteractOutput {
+    /// Waits for what the action started, then reads back the field it set and what changed
+    /// in the element list, and what went wrong on the page meanwhile.
+    async fn watch_aftermath(
+        &mut self,
+        tab: &mut Tab,
+        mark: &ActionMark,
+        args: &InteractArgs,
+        deadline: Duration,
+    ) -> ToolResult<()> {
+        let watch = if sets_a_value(args) {
+            Watch::Input
+        } else {
+            Watch::Action
+        };
+        self.aftermath = Some(tab.settle_after_action(mark, watch, deadline).await?);
+        if let Some(check) = self.done.check.take()
+            && let Some(filled) = tab.check_field(&check).await
+        {
+            self.done.value = Some(Value::String(filled.value));
+            self.done.value_mismatch = filled.mismatch;
+        }
+        let seen = if args.action == Action::Scroll {
+            ChangesIn::View
+        } else {
+            ChangesIn::Page
+        };
+        // The field typed into or selected in is said once: by `value`.
+        let said = args.ref_id.filter(|_| self.done.value.is_some());
+        // The action has happened; a page too busy to list its elements right now must not
+        // turn it into an error.
+        if let Ok(changes) = tab.element_changes(seen).await {
+            self.report_changes(&changes, said)?;
+        }
+        self.page_events = tab.page_events().await;
+        Ok(())
+    }
+}
+
 pub struct Interact;
 
 #[async_trait]
@@ -371,31 +410,7 @@ impl Tool for Interact {
         let tab = call.use_tab(&id)?;
         let mut output = InteractOutput::of(done);
         if watched {
-            let watch = if sets_a_value(&args) {
-                Watch::Input
-            } else {
-                Watch::Action
-            };
-            output.aftermath = Some(tab.settle_after_action(&mark, watch, deadline).await?);
-            if let Some(check) = output.done.check.take()
-                && let Some(filled) = tab.check_field(&check).await
-            {
-                output.done.value = Some(Value::String(filled.value));
-                output.done.value_mismatch = filled.mismatch;
-            }
-            // The action has happened; a page too busy to list its elements right now must
-            // not turn it into an error.
-            let seen = if args.action == Action::Scroll {
-                ChangesIn::View
-            } else {
-                ChangesIn::Page
-            };
-            // The field typed into or selected in is said once: by `value`.
-            let said = args.ref_id.filter(|_| output.done.value.is_some());
-            if let Ok(changes) = tab.element_changes(seen).await {
-                output.report_changes(&changes, said)?;
-            }
-            output.page_events = tab.page_events().await;
+            output.watch_aftermath(tab, &mark, &args, deadline).await?;
         }
         output.new_tabs = call.session().await?.sync_tabs().await?;
         output.recognized = recognized;
