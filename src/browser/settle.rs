@@ -135,9 +135,9 @@ struct Probe {
     /// Milliseconds since the page started navigating away (`beforeunload`), if it did.
     #[serde(default)]
     leaving_ms: Option<u64>,
-    /// The document has scripts of its own (absent where the agent is missing: assume so).
-    #[serde(default = "yes")]
-    scripted: bool,
+    /// The document has no scripts of its own (absent where the agent is missing).
+    #[serde(default)]
+    unscripted: bool,
     found: Option<bool>,
 }
 
@@ -350,10 +350,10 @@ impl Tab {
             }
         }
         // A loaded document without scripts has nothing left to change it.
-        let quiet_ms = if probe.scripted || probe.ready_state != "complete" {
-            quiet_ms
-        } else {
+        let quiet_ms = if probe.unscripted && probe.ready_state == "complete" {
             0
+        } else {
+            quiet_ms
         };
         missing.extend(pending_work(probe, quiet_ms));
         missing
@@ -382,10 +382,6 @@ impl Tab {
         pending.sort();
         pending.into_iter().map(|(_, url)| url).collect()
     }
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// The agent's counters in words: calls, timers, messages and frames pending, recent activity.

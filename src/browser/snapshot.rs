@@ -250,9 +250,15 @@ impl ElementChanges {
         lines
     }
 
-    /// Sorts one element of the new list against how it was listed before.
+    /// Sorts one element of the new list against how it was listed before, and keeps its line
+    /// when it is in view.
     fn note(&mut self, element: &Element, before: Option<&Listed>, scope: ChangesIn) {
         let line = element.line();
+        if element.offscreen {
+            self.offscreen += 1;
+        } else {
+            self.in_view.push(line.clone());
+        }
         let was_in_view = before.is_some_and(|b| !b.offscreen);
         match (scope, before) {
             (ChangesIn::View, _) if element.offscreen => match before {
@@ -286,11 +292,6 @@ impl Tab {
         let now: HashSet<u32> = list.elements.iter().map(|e| e.ref_id).collect();
         for element in &list.elements {
             changes.note(element, before.get(&element.ref_id), scope);
-            if element.offscreen {
-                changes.offscreen += 1;
-            } else {
-                changes.in_view.push(element.line());
-            }
         }
         changes.removed = before
             .keys()
