@@ -152,10 +152,12 @@ class Reading:
     def __init__(self):
         self.chars = 0
         self.calls = 0
+        self.texts: list[str] = []
 
     def add(self, text: str) -> str:
         self.chars += len(text)
         self.calls += 1
+        self.texts.append(text)
         return text
 
 
@@ -368,12 +370,23 @@ def row_of(ours: list[Reading], theirs: list[Reading], target: float) -> dict:
             "ratio": round(mine / peers, 3), "target": target}
 
 
-async def run(binary: str) -> dict:
+def dump(readings: dict, side: str, folder: str):
+    """Every result of every flow, one file per flow, to see where the characters go."""
+    os.makedirs(folder, exist_ok=True)
+    for flow, reading in readings.items():
+        with open(os.path.join(folder, f"{side}-{flow}.txt"), "w") as f:
+            f.write("\n\n----\n".join(reading.texts))
+
+
+async def run(binary: str, dump_to: str | None = None) -> dict:
     with Pages() as pages:
         async with peer.PlaywrightMCP([]) as d:
             theirs = await run_flows(PEER_FLOWS, d, pages.base)
         async with wd.Webpilot(binary, []) as d:
             ours = await run_flows(WP_FLOWS, d, pages.base)
+    if dump_to:
+        dump(ours, "webpilot", dump_to)
+        dump(theirs, "peer", dump_to)
     rows = {flow: row_of([ours[flow]], [theirs[flow]], TARGET) for flow in theirs}
     rows[ALL] = row_of(list(ours.values()), list(theirs.values()), TOTAL_TARGET)
     return rows
@@ -394,8 +407,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=wd.DEFAULT_BIN)
     ap.add_argument("--out")
+    ap.add_argument("--dump", help="a folder to write every result to, one file per flow and side")
     args = ap.parse_args()
-    rows = asyncio.run(run(args.bin))
+    rows = asyncio.run(run(args.bin, args.dump))
     print(report(rows))
     if args.out:
         with open(args.out, "w") as f:

@@ -42,6 +42,16 @@ async fn site(seen: Seen) -> (String, String) {
          <iframe src='/form?who=here' width=500 height=150></iframe>\
          <iframe src='{cross}/form?who=across' width=500 height=150></iframe>"
     );
+    // Frames navigated from outside: by a link's target (a frame of the page, and one inside a
+    // cross-site frame) and by a script that moves a frame a moment after the click.
+    let panes = format!(
+        "<!doctype html><title>Panes</title>\
+         <a href='/slow?who=link' target=pane>Open in pane</a> \
+         <a href='{cross}/slow?who=nested' target=inner>Open nested</a> \
+         <button onclick=\"setTimeout(() => frames.pane.location.href = '/slow?who=script', 20)\">Move pane</button>\
+         <iframe name=pane src='/form?who=pane' width=500 height=150></iframe>\
+         <iframe src='{cross}/nest' width=500 height=200></iframe>"
+    );
     let app = axum::Router::new()
         .route(
             "/list",
@@ -57,6 +67,29 @@ async fn site(seen: Seen) -> (String, String) {
             }),
         )
         .route("/host", get(move || async move { Html(host) }))
+        .route("/panes", get(move || async move { Html(panes) }))
+        .route(
+            "/nest",
+            get(|| async {
+                Html("<!doctype html><title>Nest</title><iframe name=inner src='/form?who=inner'></iframe>")
+            }),
+        )
+        .route(
+            "/slow",
+            get(
+                |State(seen): State<Seen>, Query(q): Query<HashMap<String, String>>| async move {
+                    let who = q["who"].clone();
+                    let n = {
+                        let mut answers = seen.answers.lock().unwrap();
+                        let n = answers.entry(who.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    tokio::time::sleep(SERVER_WORK).await;
+                    Html(format!("<!doctype html><title>Slow</title><p>Slow {n} for {who}</p>"))
+                },
+            ),
+        )
         .route(
             "/form",
             get(|Query(q): Query<HashMap<String, String>>| async move {
@@ -116,10 +149,9 @@ async fn a_windowed_list_is_scrolled_to_row_734_for_less_than_the_list_costs() {
     )
     .await;
     let first = element_lines(s).await;
-    assert!(
-        first.iter().any(|l| l.contains("\"Order 1\"")),
-        "{first:#?}"
-    );
+    let order_1 = ref_of(&first, "\"Order 1\"");
+    // The ref an agent was told for each row: it must keep meaning that row.
+    let mut told_refs: HashMap<String, String> = HashMap::new();
     let mut row = None;
     for _ in 0..100 {
         let scrolled = act(s, json!({ "action": "scroll" })).await;
@@ -145,6 +177,12 @@ async fn a_windowed_list_is_scrolled_to_row_734_for_less_than_the_list_costs() {
         for line in &lines {
             assert!(in_view.contains(&line), "a told line is in view: {line}");
         }
+        for line in &in_view {
+            let (id, row) = line.split_once(' ').expect("a ref and the rest");
+            if let Some(was) = told_refs.insert(row.to_string(), id.to_string()) {
+                assert_eq!(was, id, "a row still in view keeps its ref: {line}");
+            }
+        }
         // The list's window is 672 px tall, its rows 36: rows drawn above and below it (the
         // list's overscan) are off-screen, whatever the viewport would show.
         assert!(in_view.len() <= 20, "{in_view:#?}");
@@ -154,6 +192,14 @@ async fn a_windowed_list_is_scrolled_to_row_734_for_less_than_the_list_costs() {
         }
     }
     let row = row.expect("row 734 came into view");
+    // Row 1 is long gone and its node shows another row: its ref acts on nothing.
+    let stale = common::fails(
+        "browser_interact",
+        json!({ "session": s, "action": "click", "ref": order_1 }),
+        "STALE_REF",
+    )
+    .await;
+    assert!(seen.paths.lock().unwrap().is_empty(), "{stale:#}");
     let opened = act(s, json!({ "action": "click", "ref": row })).await;
     assert_eq!(opened["title"], "Order 734", "{opened:#}");
     assert_eq!(*seen.paths.lock().unwrap(), ["/orders/734"]);
@@ -193,5 +239,50 @@ async fn a_frames_form_is_answered_once_its_answer_has_loaded_fifty_times_in_a_r
     assert_eq!(
         answers,
         HashMap::from([("here".into(), 50), ("across".into(), 50)])
+    );
+}
+
+#[tokio::test]
+async fn a_frame_navigated_by_a_link_target_or_a_script_is_answered_once_it_has_loaded() {
+    let seen = Seen::default();
+    let (origin, cross) = site(seen.clone()).await;
+    let s = "frame-targets";
+    ok(
+        "browser_navigate",
+        json!({ "session": s, "target": format!("{origin}/panes") }),
+    )
+    .await;
+    for n in 1..=10 {
+        for (control, who) in [
+            ("Open in pane", "link"),
+            ("Open nested", "nested"),
+            ("Move pane", "script"),
+        ] {
+            let control = ref_of(&element_lines(s).await, control);
+            let done = act(s, json!({ "action": "click", "ref": control })).await;
+            assert!(done["navigated"].is_null(), "the top page stays: {done:#}");
+            let frame = done["frame_navigated"].as_str().unwrap_or_default();
+            assert!(
+                frame.contains(&format!("/slow?who={who}")),
+                "says which frame navigated: {done:#}"
+            );
+            if who == "nested" {
+                assert!(frame.starts_with(&cross), "{done:#}");
+            }
+            let text = page_text(s).await;
+            assert!(
+                text.contains(&format!("Slow {n} for {who}")),
+                "{who} {n}: the read shows the frame's new document: {text}"
+            );
+        }
+    }
+    let answers = seen.answers.lock().unwrap().clone();
+    assert_eq!(
+        answers,
+        HashMap::from([
+            ("link".into(), 10),
+            ("nested".into(), 10),
+            ("script".into(), 10)
+        ])
     );
 }

@@ -335,6 +335,61 @@
     byRef.set(ref, new WeakRef(el));
     return ref;
   }
+  // Refs follow what an element shows. A windowed list (react-window and the like) reuses a
+  // row's node for another row as it scrolls: the ref of "Order 33" moves with Order 33 to the
+  // node that shows it now, and the ref the node had before is retired, so an old ref never
+  // acts on the row that took its node. Only an element listed once, under a name listed once
+  // before, moves; everything else keeps its node's ref (a button relabelled in place is
+  // `changed`, not new) unless it is a link that now points elsewhere.
+  let keyOfRef = new Map();   // ref -> what it showed at the last whole listing
+  let refOfKey = new Map();   // what was shown once -> its ref
+  const retired = new Set();
+  function contentKey(item) { return item.role + '\u0001' + item.name + '\u0001' + (item.href || ''); }
+  function onceEach(keys) {
+    const count = new Map();
+    for (const key of keys) count.set(key, (count.get(key) || 0) + 1);
+    return count;
+  }
+  function movedRefs(keys, els) {
+    const count = onceEach(keys);
+    const showing = new Map(); // a ref -> what its node shows now
+    els.forEach((el, i) => { const ref = refOf.get(el); if (ref !== undefined) showing.set(ref, keys[i]); });
+    const moved = new Map(); // item index -> the ref that follows its row there
+    keys.forEach((key, i) => {
+      const own = refOf.get(els[i]);
+      if (own !== undefined && keyOfRef.get(own) === key) return;
+      const ref = refOfKey.get(key);
+      if (ref === undefined || count.get(key) !== 1) return;
+      const now = showing.get(ref);
+      if (now !== undefined && now !== key) moved.set(i, ref);
+    });
+    return moved;
+  }
+  // A link whose node now points elsewhere is another link (a reused row), not a relabelled one.
+  function pointsElsewhere(before, now) {
+    if (before === undefined || before === now) return false;
+    const [was, is] = [before.split('\u0001'), now.split('\u0001')];
+    return was[0] === 'link' && is[0] === 'link' && was[2] !== is[2];
+  }
+  function assignRefs(items, els, whole) {
+    if (!whole) { items.forEach((item, i) => { item.ref = refFor(els[i]); }); return; }
+    const keys = items.map(contentKey);
+    const moved = movedRefs(keys, els);
+    const taken = new Set(moved.values());
+    els.forEach((el, i) => {
+      const own = refOf.get(el);
+      let ref = moved.get(i);
+      const keeps = own !== undefined && !taken.has(own) && !pointsElsewhere(keyOfRef.get(own), keys[i]);
+      if (ref === undefined) ref = keeps ? own : nextRef++;
+      if (own !== undefined && own !== ref && !taken.has(own)) { retired.add(own); byRef.delete(own); }
+      refOf.set(el, ref);
+      byRef.set(ref, new WeakRef(el));
+      items[i].ref = ref;
+    });
+    const count = onceEach(keys);
+    keyOfRef = new Map(items.map((item, i) => [item.ref, keys[i]]));
+    refOfKey = new Map(items.filter((_, i) => count.get(keys[i]) === 1).map((item) => [contentKey(item), item.ref]));
+  }
   function visibleBox(el, offset) {
     const r = el.getBoundingClientRect();
     if (r.width <= 0 || r.height <= 0) return null;
@@ -454,6 +509,7 @@
     const seen = freshSeen();
     if (root) collect(root, { x: 0, y: 0 }, top, found, seen);
     const items = [];
+    const els = [];
     const marks = [];
     for (const f of found) {
       if (f.frame) {
@@ -461,11 +517,12 @@
         continue;
       }
       const item = describe(f.el, f.role, seen);
-      item.ref = refFor(f.el);
+      els.push(f.el);
       item.box = [f.box.x, f.box.y, f.box.w, f.box.h].map(Math.round);
       if (!inView(f.box, f.view)) item.offscreen = true;
       items.push(item);
     }
+    assignRefs(items, els, !selector);
     const de = document.documentElement; // null while a new document is being created
     return { doc: docId, origin: location.origin, first: firstRef, next: nextRef, items, frames: marks,
       scroll: [Math.round(window.scrollX), Math.round(window.scrollY),
@@ -476,6 +533,7 @@
   function resolve(ref) {
     if (firstRef === null || ref < firstRef) return { status: 'stale', why: 'the page has loaded a new document since' };
     if (ref >= nextRef) return { status: 'unknown' };
+    if (retired.has(ref)) return { status: 'stale', why: 'its node now shows another item (a windowed list reused it)' };
     const weak = byRef.get(ref);
     const el = weak && weak.deref();
     if (!el || !el.isConnected) return { status: 'stale', why: 'the element was removed from the page' };

@@ -304,7 +304,8 @@ impl Tab {
         Ok(())
     }
 
-    /// Scrolls an element into view, or the page by `dx`/`dy` pixels with a real wheel event.
+    /// Scrolls an element into view, or the page by `dx`/`dy` pixels with a real wheel event;
+    /// says how far through its range the box that scrolled now is.
     pub async fn scroll(&self, ref_id: Option<u32>, dx: f64, dy: f64) -> ToolResult<Value> {
         if let Some(ref_id) = ref_id {
             self.on_element(
@@ -328,10 +329,8 @@ impl Tab {
         let _ = self
             .evaluate_in(&Doc::Top, NEXT_FRAMES_JS, Some(frames))
             .await;
-        self.evaluate_raw(
-            "({ x: Math.round(scrollX), y: Math.round(scrollY), height: document.documentElement.scrollHeight })",
-        )
-        .await
+        self.evaluate_raw(&format!("({SCROLLED_JS})({})", dx != 0.0))
+            .await
     }
 
     /// Runs a script in the page: an expression or statements (the last value is returned), or a
@@ -368,6 +367,23 @@ impl Tab {
 }
 
 /// Resolves once the document has drawn a frame after this call (two animation frames).
+/// How far through its range the box that scrolled now is (the scrolling box under the
+/// viewport's centre, else the page), along the scroll's axis: `"42%"`, `"100%"` at the end.
+const SCROLLED_JS: &str = r#"((horizontal) => {
+  const page = document.scrollingElement || document.documentElement;
+  const room = (el) => horizontal ? el.scrollWidth - el.clientWidth : el.scrollHeight - el.clientHeight;
+  let el = document.elementFromPoint(innerWidth / 2, innerHeight / 2);
+  for (; el && el !== page && el !== document.body; el = el.parentElement) {
+    const style = getComputedStyle(el);
+    if (room(el) > 0 && /auto|scroll|overlay/.test(horizontal ? style.overflowX : style.overflowY)) break;
+  }
+  if (!el || el === document.body) el = page;
+  const range = room(el);
+  if (!el || range <= 0) return 'nothing to scroll';
+  const at = horizontal ? el.scrollLeft : el.scrollTop;
+  return (at >= range - 1 ? 100 : Math.floor(100 * at / range)) + '%';
+})"#;
+
 const NEXT_FRAMES_JS: &str =
     "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))";
 /// Upper bound for that wait (a page that draws no frames must not stall the action).

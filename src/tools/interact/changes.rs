@@ -2,18 +2,19 @@
 //! that is shorter.
 
 use super::{ADDED_ELEMENTS_TOKENS, InteractOutput};
-use crate::browser::ElementChanges;
+use crate::browser::{ChangesIn, ElementChanges};
 use crate::error::ToolResult;
 use crate::pages::paging::slice_lines;
 
 impl InteractOutput {
     /// Only what changed in the element list: added and changed lines, counts of the rest,
-    /// each only when not zero (and the unchanged count only beside a change, the added count
-    /// only when the lines were cut). The line of
+    /// each only when not zero (and the unchanged count only beside a change and not after a
+    /// scroll, the added count only when the lines were cut). The line of
     /// element `said` (whose `value` the result already gives) is left out of `changed`.
     pub(super) fn report_changes(
         &mut self,
         changes: &ElementChanges,
+        scope: ChangesIn,
         said: Option<u32>,
     ) -> ToolResult<()> {
         let said = said.map(|id| format!("[{id}] "));
@@ -39,7 +40,9 @@ impl InteractOutput {
         self.elements_removed = counted(changes.removed.len());
         self.elements_offscreen_added = counted(changes.offscreen_added);
         let any = !changes.added.is_empty() || !changes.removed.is_empty() || !changed.is_empty();
-        self.elements_unchanged = counted(changes.unchanged).filter(|_| any);
+        // After a scroll what stayed is not news: what came into view is.
+        self.elements_unchanged =
+            counted(changes.unchanged).filter(|_| any && scope == ChangesIn::Page);
         if !changes.added.is_empty() {
             let slice = slice_lines(&changes.added, ADDED_ELEMENTS_TOKENS, None)?;
             // The count says what the lines do not: how many there were past the ones shown.

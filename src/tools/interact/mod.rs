@@ -206,7 +206,8 @@ struct Done {
     /// upload: how many files.
     #[serde(skip_serializing_if = "Option::is_none")]
     files: Option<usize>,
-    /// scroll: the position after scrolling.
+    /// scroll: how far through its range the box that scrolled is now (`"42%"`, `"100%"` at
+    /// the end): the scrolling box under the viewport's centre, else the page.
     #[serde(skip_serializing_if = "Option::is_none")]
     scroll: Option<Value>,
     /// evaluate: the script's value; type, select: what the field holds now (a password as
@@ -321,7 +322,7 @@ impl InteractOutput {
         // The action has happened; a page too busy to list its elements right now must not
         // turn it into an error.
         if let Ok(changes) = tab.element_changes(seen).await {
-            self.report_changes(&changes, said)?;
+            self.report_changes(&changes, seen, said)?;
         }
         self.page_events = tab.page_events().await;
         Ok(())
