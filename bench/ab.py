@@ -17,6 +17,8 @@ and times over REST:
     python3 bench/ab.py --a /tmp/webpilot-old --b target/release/webpilot --rounds 2 --reps 15
     # the same binary with and without a setting: a configuration file for one side
     python3 bench/ab.py --a target/release/webpilot --a-config off.toml --b target/release/webpilot
+    # where B's time goes, stage by stage (the service's Server-Timing header)
+    python3 bench/ab.py --b target/release/webpilot --rounds 1 --reps 10 --explain
 
 Prints the median of every measure for A and B and B's change in per cent.
 """
@@ -104,11 +106,14 @@ class Service:
         extra = ["--config", config] if config else []
         self.proc, self.port, self.data = start_service(binary, extra)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        self.last_timing: dict[str, float] = {}
 
     def call(self, tool: str, args: dict) -> tuple[float, dict]:
         start = time.perf_counter()
         self.conn.request("POST", f"/api/tools/{tool}", json.dumps(args), {"content-type": "application/json"})
-        body = json.loads(self.conn.getresponse().read())
+        response = self.conn.getresponse()
+        body = json.loads(response.read())
+        self.last_timing = parse_server_timing(response.getheader("server-timing") or "")
         if "error" in body:
             raise RuntimeError(f"{tool} {args}: {body['error']}")
         return (time.perf_counter() - start) * 1000, body
@@ -118,13 +123,32 @@ class Service:
         self.proc.wait()
 
 
-def measure(binary: str, config: str | None, base: str, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+def parse_server_timing(header: str) -> dict[str, float]:
+    """`total;dur=40.0, cdp-capturing;dur=32.0;desc="x2"` → {"total": 40.0, "cdp-capturing": 32.0,
+    "cdp-capturing calls": 2}."""
+    stages: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in header.split(","))):
+        name, *params = part.split(";")
+        for param in params:
+            key, _, value = param.partition("=")
+            if key == "dur":
+                stages[name] = float(value)
+            elif key == "desc" and value.strip('"').startswith("x"):
+                stages[f"{name} calls"] = float(value.strip('"')[1:])
+        stages.setdefault(f"{name} calls", 1.0)
+    return stages
+
+
+def measure(binary: str, config: str | None, base: str, reps: int, warmup: int = 2) -> dict[str, list]:
+    """Each measure's times, and under `(name, "stages")` the server's stages of each timed call
+    (the last call of a measure that makes several)."""
     service = Service(binary, config)
-    times: dict[str, list[float]] = {}
+    times: dict = {}
 
     def keep(i: int, name: str, ms: float):
         if i >= warmup:
             times.setdefault(name, []).append(ms)
+            times.setdefault((name, "stages"), []).append(service.last_timing)
 
     try:
         for i in range(reps + warmup):
@@ -195,30 +219,52 @@ def measure_actions(service: Service, base: str, reps: int, warmup: int, keep) -
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--a", required=True, help="the binary before the change")
+    ap.add_argument("--a", help="the binary before the change (none: B alone, e.g. with --explain)")
     ap.add_argument("--b", required=True, help="the binary after the change")
     ap.add_argument("--a-config", help="a configuration file for A (webpilot --config)")
     ap.add_argument("--b-config", help="a configuration file for B")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each running A then B")
     ap.add_argument("--reps", type=int, default=15, help="timed repetitions per binary per round")
+    ap.add_argument("--explain", action="store_true",
+                    help="after the table, where B's time goes per measure (its Server-Timing stages)")
     args = ap.parse_args()
 
     base = serve_fixtures()
     results: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for _ in range(args.rounds):
         for label, binary, config in (("A", args.a, args.a_config), ("B", args.b, args.b_config)):
+            if not binary:
+                continue
             for name, values in measure(binary, config, base, args.reps).items():
                 results[label].setdefault(name, []).extend(values)
 
     print(f"| measure (ms, median of {args.rounds}×{args.reps}) | A | B | B vs A |")
     print("| --- | --- | --- | --- |")
-    for name in dict.fromkeys([*results["A"], *results["B"]]):
+    for name in dict.fromkeys(n for n in [*results["A"], *results["B"]] if isinstance(n, str)):
         a_values, b_values = results["A"].get(name), results["B"].get(name)
         a = statistics.median(a_values) if a_values else None
         b = statistics.median(b_values) if b_values else None
         change = f"{100 * (b / a - 1):+.1f} %" if a and b else "–"
         shown = lambda v: f"{v:.1f}" if v is not None else "–"
         print(f"| {name} | {shown(a)} | {shown(b)} | {change} |")
+    if args.explain:
+        explain(results["B"])
+
+
+def explain(results: dict):
+    """Per measure: the client's median, the server's (`total`), what lies between (HTTP, JSON),
+    and each stage's median ms and calls per timed call, largest first. Stages that run side by
+    side each count their own time."""
+    for name, values in results.items():
+        if not isinstance(name, str) or not results.get((name, "stages")):
+            continue
+        stages = results[(name, "stages")]
+        med = lambda key: statistics.median(s.get(key, 0.0) for s in stages)
+        client, server = statistics.median(values), med("total")
+        print(f"\n{name}: client {client:.1f} ms, server {server:.1f} ms, between {client - server:.1f} ms")
+        keys = {k for s in stages for k in s if not k.endswith(" calls") and k != "total"}
+        for key in sorted(keys, key=med, reverse=True):
+            print(f"  {key:<40} {med(key):7.1f} ms  x{med(key + ' calls'):g}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 //! - [`db`]: the shared PostgreSQL (pool, migrations, `LISTEN`) and the instances sharing it.
 //! - [`metrics`]: tool call counts and latencies as Prometheus text.
 //! - [`sync`]: locks that outlive a panic (one recovery policy for every `std::sync` lock).
+//! - [`timing`]: where a call's time went, stage by stage (REST's `Server-Timing`).
 //! - [`tools`]: the registry (`ToolSpec`s: input and output schemas, guides), the one call
 //!   wrapper (session, tab, deadline, reply fields) and one file per tool.
 //! - [`crawl`]: batch crawl tasks — bounded parallelism, a SQLite or PostgreSQL store with
@@ -55,6 +56,7 @@ pub mod replay;
 pub mod server;
 pub mod sync;
 pub mod tenancy;
+pub mod timing;
 pub mod tools;
 pub mod trace;
 pub mod web;

@@ -466,3 +466,37 @@ async fn the_skill_file_covers_every_tool_with_a_valid_example() {
         assert!(skill.contains(&format!("- `{code}`: ")), "{code} missing");
     }
 }
+
+/// Where a call's time went is in the standard `Server-Timing` header, not in the result the
+/// agent pays for: the total, each CDP round trip by purpose, the readiness wait.
+#[tokio::test]
+async fn server_timing_says_where_a_calls_time_went() {
+    let session = "server-timing";
+    let url = harness().page("scroll.html");
+    let response = client()
+        .post(format!("{}/api/tools/browser_navigate", harness().api))
+        .json(&json!({ "session": session, "target": url }))
+        .send()
+        .await
+        .unwrap();
+    let timing = response
+        .headers()
+        .get("server-timing")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body: Value = response.json().await.unwrap();
+    assert!(body["ready"].is_object(), "{body:#}");
+    let stages: Vec<&str> = timing
+        .split(", ")
+        .map(|stage| stage.split(';').next().unwrap_or_default())
+        .collect();
+    assert_eq!(stages.first(), Some(&"total"), "{timing}");
+    for stage in ["settle", "elements", "cdp-evaluating-in-the-page"] {
+        assert!(stages.contains(&stage), "{stage} in {timing}");
+    }
+    assert!(
+        !body.to_string().contains("dur="),
+        "nothing of it in the result: {body:#}"
+    );
+}

@@ -29,13 +29,21 @@
   // Work that just finished may still schedule more (promise chains): quiet counts from the
   // last finished piece of work as well as from the last DOM change.
   let lastActivity = now();
-  const settleLater = (fn) => origSetTimeout.call(window, () => { lastActivity = now(); fn(); }, 0);
+  // webpilot's readiness wait sleeps in `changed(ms)` and is woken by the next DOM change or
+  // finished piece of work, so it sees the render that satisfies it at once, not a poll later.
+  const wakers = [];
+  const wake = () => { if (wakers.length) wakers.splice(0).forEach((resolve) => resolve(true)); };
+  const changed = (ms) => new Promise((resolve) => {
+    wakers.push(resolve);
+    origSetTimeout.call(window, () => resolve(false), ms);
+  });
+  const settleLater = (fn) => origSetTimeout.call(window, () => { lastActivity = now(); fn(); wake(); }, 0);
   const tracked = (pending, id, depth, fn) => function (...args) {
     pending.delete(id.value);
     lastActivity = now();
     const outer = chainDepth;
     chainDepth = depth + 1;
-    try { return fn.apply(this, args); } finally { chainDepth = outer; }
+    try { return fn.apply(this, args); } finally { chainDepth = outer; wake(); }
   };
   // Runs `start` counted as one request until the promise it returns settles.
   const asRequest = (start) => {
@@ -120,6 +128,7 @@
       if (!ours(event) || !queue.length) return;
       messages.delete(queue.shift());
       lastActivity = now();
+      wake();
     });
     return () => {
       const id = ++nextMessage;
@@ -187,7 +196,7 @@
       && leavesThisFrame(event.target, event.submitter) ? at : null;
   };
   new MutationObserver((records) => {
-    if (records.some((r) => r.type !== 'attributes' || r.attributeName !== 'style')) lastMutation = now();
+    if (records.some((r) => r.type !== 'attributes' || r.attributeName !== 'style')) { lastMutation = now(); wake(); }
   }).observe(document, { childList: true, subtree: true, characterData: true, attributes: true });
 
   // ---- refs -------------------------------------------------------------------------------
@@ -1239,7 +1248,7 @@
   }
 
   Object.defineProperty(window, '__wp', {
-    value: Object.freeze({ snapshot, resolve, state, leavingMs, find, readText, readable, shownHtml, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
+    value: Object.freeze({ snapshot, resolve, state, changed, leavingMs, find, readText, readable, shownHtml, hasText, aim, aimThrough, now, docId, identify, locate, personAt, personFocus, concealedReport }),
     enumerable: false,
   });
 })();

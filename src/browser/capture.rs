@@ -182,6 +182,7 @@ impl Tab {
         };
         let (marks, legend) = marks_for(&list.elements, &area, scale);
         let (kind, quality) = (shot.kind, shot.quality.unwrap_or(DEFAULT_QUALITY));
+        let _stage = crate::timing::stage("annotate and encode");
         tokio::task::spawn_blocking(move || {
             let mut image = image::load_from_memory(&bytes)
                 .map_err(|e| ToolError::internal(format!("cannot decode the capture: {e}")))?

@@ -4,8 +4,14 @@
 // page ("eval" steps) run here, in the page's own world, where this script already is.
 (AutoConsent, config, rules) => {
   if (window.__wpConsent) return window.__wpConsent.state;
-  const state = { lifecycle: 'loading', attempts: 0, detected: [], popup: null, result: null, done: null };
+  const state = { lifecycle: 'loading', attempts: 0, detected: [], popup: null, result: null, done: null, version: 0 };
   let instance = null;
+  // webpilot waits for the next change rather than polling: `next(seen, ms)` resolves with the
+  // state at once when it changed since version `seen`, else on the next change or after `ms`.
+  const waiting = [];
+  const changed = () => { state.version += 1; waiting.splice(0).forEach((wake) => wake()); };
+  const next = (seen, ms) => state.version !== seen ? Promise.resolve(state)
+    : new Promise((wake) => { waiting.push(wake); setTimeout(wake, ms); }).then(() => state);
   const evaluate = (code) => {
     try { return (0, eval)(code); } catch (_) { return false; }
   };
@@ -27,10 +33,11 @@
         Promise.resolve(evaluate(message.code))
           .then((value) => !!value, () => false)
           .then((result) => instance && instance.receiveMessageCallback({ type: 'evalResp', id: message.id, result }));
-        break;
+        return;
     }
+    changed();
   };
-  window.__wpConsent = { state };
+  window.__wpConsent = { state, next };
   instance = new AutoConsent(send, config, { autoconsent: rules });
   // autoconsent tries generic patterns on every second look only; with one look (no retries),
   // that look is made its second. The count is read when the look starts, after this returns.

@@ -21,7 +21,8 @@ const BUNDLE: &str = include_str!("../../assets/autoconsent/autoconsent.cjs.js")
 const RULES: &str = include_str!("../../assets/autoconsent/rules.json");
 const CONSENT_JS: &str = include_str!("consent.js");
 const PROBE_JS: &str = include_str!("consent_probe.js");
-/// How often the documents are asked how far they got.
+/// How often the documents are asked how far they got (one alone is asked to say when it
+/// changes, within this).
 const POLL: Duration = Duration::from_millis(40);
 
 /// What was done about a consent dialog.
@@ -213,6 +214,9 @@ struct Progress {
     done: Option<Finished>,
     #[serde(default)]
     detected: Vec<String>,
+    /// Counts the document's changes: the next look waits for one past it.
+    #[serde(default)]
+    version: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -304,6 +308,7 @@ impl Tab {
         wait: Duration,
         time_left: Duration,
     ) -> Option<ConsentAnswer> {
+        let _stage = crate::timing::stage("consent");
         if choice == ConsentChoice::Leave {
             return None;
         }
@@ -348,10 +353,18 @@ impl Tab {
             }
         }
         let mut seen: Vec<Seen> = running.iter().map(|_| Seen::default()).collect();
+        let _stage = crate::timing::stage("consent until answered");
+        // One document is waited on until it changes; several are looked at in turn.
+        let alone = running.len() == 1;
+        let wait = if alone { POLL } else { Duration::ZERO };
         loop {
             for ((doc, _), seen) in running.iter().zip(seen.iter_mut()) {
                 if !seen.gone {
-                    match self.consent_progress(doc).await {
+                    let wait = wait.min(deadline.saturating_duration_since(Instant::now()));
+                    match self
+                        .consent_progress(doc, seen.progress.version, wait)
+                        .await
+                    {
                         Some(progress) => seen.progress = progress,
                         None => seen.gone = true,
                     }
@@ -369,7 +382,9 @@ impl Tab {
             if seen.iter().all(Seen::over) || Instant::now() >= deadline {
                 break;
             }
-            tokio::time::sleep(POLL).await;
+            if !alone {
+                tokio::time::sleep(POLL).await;
+            }
         }
         // Time is up: a dialog being answered still is said so.
         seen.iter().zip(&running).find_map(|(seen, (doc, origin))| {
@@ -390,6 +405,7 @@ impl Tab {
     /// what a rule or a generic pattern needs): its URL and origin; None otherwise, or when it
     /// is not a web page.
     async fn consent_candidate(&self, doc: &Doc) -> Option<(String, String)> {
+        let _stage = crate::timing::stage("consent probe");
         let probe = format!("{}({})", &*PROBE, *doc == Doc::Top);
         let place = self.evaluate_in(doc, &probe, None).await.ok()?;
         let url = place[0].as_str()?;
@@ -404,14 +420,19 @@ impl Tab {
     /// Starts autoconsent in `doc` (at `url`) with the rules for its URL; false when it could
     /// not (the document went away).
     async fn start_consent(&self, doc: &Doc, url: &str, config: &Value) -> bool {
+        let _stage = crate::timing::stage("consent start");
         let start = format!("({CONSENT_JS})({}, {config}, {})", &*CLASS, rules_for(url));
         self.evaluate_in(doc, &start, None).await.is_ok()
     }
 
-    /// How far `doc` got; None once it is gone (or has another document).
-    async fn consent_progress(&self, doc: &Doc) -> Option<Progress> {
-        let state = "window.__wpConsent ? window.__wpConsent.state : null";
-        let value = self.evaluate_in(doc, state, None).await.ok()?;
+    /// How far `doc` got, once it changed since `version` or `wait` passed; None once it is
+    /// gone (or has another document).
+    async fn consent_progress(&self, doc: &Doc, version: u64, wait: Duration) -> Option<Progress> {
+        let state = format!(
+            "window.__wpConsent ? window.__wpConsent.next({version}, {}) : null",
+            wait.as_millis()
+        );
+        let value = self.evaluate_in(doc, &state, None).await.ok()?;
         serde_json::from_value(value).ok()
     }
 }

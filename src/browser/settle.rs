@@ -35,6 +35,8 @@ const OBSERVING: &str = "watching for effects of the action";
 const ACTIVE_AGO: &str = "the page was active";
 /// Upper bound for a single probe; a page stuck in a script must not stall the poll.
 const PROBE_TIMEOUT_MS: u64 = 1_000;
+/// How much longer than asked a pause in the page may take before it is given up on.
+const PAUSE_SLACK_MS: u64 = 20;
 
 /// How readiness was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
@@ -211,6 +213,7 @@ impl Tab {
         goal: &SettleGoal<'_>,
         mut abort: impl FnMut() -> ToolResult<()>,
     ) -> ToolResult<Readiness> {
+        let _stage = crate::timing::stage("settle");
         let deadline = goal.started + goal.timeout;
         let probe_call = probe_expression(goal.wait_for, None);
         let since = goal.baseline.and_then(|mark| mark.clock);
@@ -280,7 +283,28 @@ impl Tab {
                 return Ok(verdict(ReadyBy::Timeout, missing));
             }
             let pause = next_pause(goal, probe.as_ref(), &missing, observed);
-            tokio::time::sleep(pause.min(deadline - now)).await;
+            let pause = pause.min(deadline - now);
+            if probe.is_some() {
+                self.pause_until_change(pause).await;
+            } else {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+
+    /// Waits up to `pause`, woken early by the page's next DOM change or finished piece of
+    /// work (the page agent's `changed`): the render that satisfies a wait is seen as it
+    /// happens, not a poll later. A plain sleep where the agent cannot answer.
+    async fn pause_until_change(&self, pause: Duration) {
+        let started = Instant::now();
+        let call = format!("window.__wp ? __wp.changed({}) : null", pause.as_millis());
+        // Bounded on this side too: a page whose timers lag must not stretch the pause.
+        let limit = pause + Duration::from_millis(PAUSE_SLACK_MS);
+        if !matches!(
+            self.evaluate_in(&Doc::Top, &call, Some(limit)).await,
+            Ok(serde_json::Value::Bool(_))
+        ) {
+            tokio::time::sleep(pause.saturating_sub(started.elapsed())).await;
         }
     }
 
@@ -486,6 +510,7 @@ impl Tab {
         watch: Watch,
         timeout: Duration,
     ) -> ToolResult<Aftermath> {
+        let _stage = crate::timing::stage("settle after action");
         let started = Instant::now();
         let (dom_quiet, observe) = match watch {
             Watch::Action => (ACTION_DOM_QUIET_MS, ACTION_OBSERVE_MS),
@@ -535,6 +560,7 @@ impl Tab {
         gone: bool,
         timeout: Duration,
     ) -> ToolResult<bool> {
+        let _stage = crate::timing::stage("wait for text");
         let deadline = Instant::now() + timeout;
         let probe = probe_expression(Some(target), None);
         loop {
@@ -552,7 +578,8 @@ impl Tab {
             if now >= deadline {
                 return Ok(false);
             }
-            tokio::time::sleep(Duration::from_millis(SETTLE_POLL_MS).min(deadline - now)).await;
+            let pause = Duration::from_millis(SETTLE_POLL_MS).min(deadline - now);
+            self.pause_until_change(pause).await;
         }
     }
 }

@@ -347,6 +347,7 @@ impl Tab {
     /// Lists the interactive elements (optionally under `selector`), numbering new ones; the
     /// elements of foreign frames sit at their frame's place.
     pub async fn elements(&mut self, selector: Option<&str>) -> ToolResult<ElementList> {
+        let _stage = crate::timing::stage("elements");
         self.tag_foreign_frames(&Doc::Top).await;
         let top: DocSnapshot = self
             .agent_call(&Doc::Top, &snapshot_call(self.refs.next, selector))

@@ -262,8 +262,15 @@ async fn call_tool(
     let caller = Caller::new(tenant)
         .in_session(session_of(&headers)?)
         .at(super::origin_of(&headers));
-    let output = app.registry.call(&name, args, &caller).await?;
-    Ok(render(output, &headers))
+    let mut output = app.registry.call(&name, args, &caller).await?;
+    let mut timings = std::mem::take(&mut output.timings);
+    let started = std::time::Instant::now();
+    let mut response = render(output, &headers);
+    timings.add("rest-render", started.elapsed());
+    if let Ok(value) = header::HeaderValue::from_str(&timings.server_timing()) {
+        response.headers_mut().insert("server-timing", value);
+    }
+    Ok(response)
 }
 
 /// The session `X-Webpilot-Session` names, if any.

@@ -203,6 +203,8 @@ pub struct ToolOutput {
     pub saved: Vec<std::path::PathBuf>,
     /// `5 results`, `1234 chars`, `image/png image`: the agent loop's summaries end with it.
     pub summary: String,
+    /// Where the call's time went (REST answers it as `Server-Timing`); not for the agent.
+    pub timings: crate::timing::Timings,
 }
 
 /// A file produced by a tool beside its JSON: a screenshot, or a page printed as a PDF.

@@ -483,9 +483,11 @@ impl<T: Tool> DynTool for T {
             tab = Empty
         );
         let started = Instant::now();
-        let result = respond(self, ctx, args, caller, started, span.clone())
-            .instrument(span.clone())
-            .await;
+        let (result, timings) = crate::timing::recorded(
+            respond(self, ctx, args, caller, started, span.clone()).instrument(span.clone()),
+        )
+        .await;
+        let result = result.map(|output| ToolOutput { timings, ..output });
         let elapsed = started.elapsed();
         let elapsed_ms = elapsed.as_millis() as u64;
         let outcome = span.in_scope(|| match &result {
@@ -587,6 +589,7 @@ async fn finish<T: Tool>(
         file: call.file.take(),
         saved: std::mem::take(&mut call.saved),
         summary,
+        timings: Default::default(),
     })
 }
 
