@@ -24,7 +24,7 @@ use syn::visit::Visit;
 const LAYERS: &[&[&str]] = &[
     &["error", "sync"],
     &["ids", "config"],
-    &["policy", "metrics"],
+    &["policy", "metrics", "timing"],
     &["db"],
     &["tenancy"],
     &["profiles", "egress"],
@@ -514,4 +514,113 @@ fn the_checks_catch_what_they_look_for() {
     let mut functions = Functions::default();
     functions.visit_file(&syn::parse_file(&long_fn).unwrap());
     assert_eq!(functions.found, vec![("f".to_string(), 1, 92)]);
+}
+
+/// Every file of the repository below `roots`, relative to `repo`.
+fn files_below(repo: &Path, roots: &[&str]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for root in roots {
+        walk(&repo.join(root), &mut files);
+    }
+    files
+        .into_iter()
+        .filter_map(|f| f.strip_prefix(repo).ok().map(Path::to_path_buf))
+        .collect()
+}
+
+/// How the map must name a file: by its name, or a `mod.rs`/`lib.rs`/`main.rs` by its
+/// folder (`session/`, or the crate's folder for a crate's root).
+fn named_as(file: &Path) -> String {
+    let name = file.file_name().unwrap().to_string_lossy().to_string();
+    if !["mod.rs", "lib.rs", "main.rs"].contains(&name.as_str()) {
+        return name;
+    }
+    let mut folders = file.parent().into_iter().flat_map(Path::iter).rev();
+    match (folders.next(), folders.next()) {
+        // The crate's own root (`src/lib.rs`) by its name; another crate's by its folder.
+        (Some(src), Some(krate)) if src == "src" && krate != "." => {
+            krate.to_string_lossy().to_string()
+        }
+        (Some(src), None) if src == "src" => name,
+        (Some(folder), _) => format!("{}/", folder.to_string_lossy()),
+        (None, _) => name,
+    }
+}
+
+/// What the map leaves out: the files of `sources` it does not name, and the file names it
+/// gives (`x.rs`, `a/b.js`, `page.html`) that no file of `existing` ends with.
+fn map_gaps(doc: &str, sources: &[PathBuf], existing: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+    // A name counts where it starts a word: `src/` does not name `c/`.
+    let mentions = |key: &str| {
+        doc.match_indices(key).any(|(at, _)| {
+            !doc[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        })
+    };
+    let unnamed = sources
+        .iter()
+        .filter(|file| !mentions(&named_as(file)))
+        .map(|file| file.display().to_string())
+        .collect();
+    let named = regex::Regex::new(r"[\w./-]*[\w-]\.(?:rs|js|html)\b").unwrap();
+    let mut absent: Vec<String> = named
+        .find_iter(doc)
+        .map(|m| m.as_str().trim_start_matches("./").to_string())
+        .filter(|name| {
+            !existing
+                .iter()
+                .any(|file| file.to_string_lossy().ends_with(name.as_str()))
+        })
+        .collect();
+    absent.sort();
+    absent.dedup();
+    (unnamed, absent)
+}
+
+/// ARCHITECTURE.md names every file under `src/` and `crates/`, and every file it names exists.
+#[test]
+fn the_map_names_every_file_and_only_files_that_exist() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(repo.join("ARCHITECTURE.md")).unwrap();
+    let sources: Vec<PathBuf> = files_below(&repo, &["src", "crates"])
+        .into_iter()
+        .filter(|file| !file.iter().any(|part| part == "target"))
+        .collect();
+    let existing = files_below(
+        &repo,
+        &["src", "crates", "tests", "bench", "scripts", "fixtures"],
+    );
+    let (unnamed, absent) = map_gaps(&doc, &sources, &existing);
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md does not name these files (a line each, under their folder): {unnamed:#?}"
+    );
+    assert!(
+        absent.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {absent:#?}"
+    );
+}
+
+#[test]
+fn the_map_check_finds_a_file_left_out_and_a_name_gone_stale() {
+    let doc = "src/\n  a.rs  one\n  b/  (mod.rs the b, gone.rs was here)\n";
+    let sources: Vec<PathBuf> = ["src/a.rs", "src/b/mod.rs", "src/new.rs", "src/c/mod.rs"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let (unnamed, absent) = map_gaps(doc, &sources, &sources);
+    assert_eq!(unnamed, ["src/new.rs", "src/c/mod.rs"]);
+    assert_eq!(absent, ["gone.rs"]);
 }

@@ -33,12 +33,10 @@ fn service() -> &'static Harness {
     SERVICE.get_or_init(|| crawl_service(None))
 }
 
-/// The shared service on PostgreSQL; None (said on stderr) where PostgreSQL is not installed.
-fn postgres_service() -> Option<&'static Harness> {
-    static SERVICE: OnceLock<Option<Harness>> = OnceLock::new();
-    SERVICE
-        .get_or_init(|| postgres::database().map(|url| crawl_service(Some(url))))
-        .as_ref()
+/// The shared service on PostgreSQL.
+fn postgres_service() -> &'static Harness {
+    static SERVICE: OnceLock<Harness> = OnceLock::new();
+    SERVICE.get_or_init(|| crawl_service(Some(postgres::database())))
 }
 
 /// Starts a crawl with `args`, waits (up to `limit`) until it completed, returns its task id.
@@ -101,9 +99,7 @@ async fn thirty_urls_finish_in_order_with_results_errors_and_host_caps() {
 
 #[tokio::test]
 async fn thirty_urls_finish_in_order_on_postgresql() {
-    if let Some(url) = postgres::database() {
-        thirty_urls(&crawl_service(Some(url))).await;
-    }
+    thirty_urls(&crawl_service(Some(postgres::database()))).await;
 }
 
 async fn thirty_urls(harness: &Harness) {
@@ -220,9 +216,7 @@ async fn tools_check_their_arguments() {
 
 #[tokio::test]
 async fn tools_check_their_arguments_on_postgresql() {
-    if let Some(harness) = postgres_service() {
-        arguments_checked(harness).await;
-    }
+    arguments_checked(postgres_service()).await;
 }
 
 async fn arguments_checked(harness: &Harness) {
@@ -397,9 +391,7 @@ async fn crawl_status_pages_long_results() {
 
 #[tokio::test]
 async fn crawl_status_pages_long_results_on_postgresql() {
-    if let Some(harness) = postgres_service() {
-        long_results_paged(harness).await;
-    }
+    long_results_paged(postgres_service()).await;
 }
 
 async fn long_results_paged(harness: &Harness) {
@@ -824,9 +816,7 @@ async fn a_re_crawl_asks_what_changed_and_marks_the_rest_unchanged() {
 
 #[tokio::test]
 async fn a_re_crawl_asks_what_changed_on_postgresql() {
-    if let Some(harness) = postgres_service() {
-        re_crawl(harness, 10).await;
-    }
+    re_crawl(postgres_service(), 10).await;
 }
 
 /// Crawls pages `first..first + 3` twice with `harness`.
@@ -876,9 +866,7 @@ async fn a_cancelled_task_fetches_nothing_more() {
 
 #[tokio::test]
 async fn a_cancelled_task_fetches_nothing_more_on_postgresql() {
-    if let Some(harness) = postgres_service() {
-        cancelled(harness, "postgresql").await;
-    }
+    cancelled(postgres_service(), "postgresql").await;
 }
 
 /// Six slow pages read one at a time, cancelled while the first is read: the rest are skipped

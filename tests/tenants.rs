@@ -616,9 +616,7 @@ async fn keys_add_writes_the_hash_and_the_key_opens_the_service() {
 /// added while they run opens them within seconds.
 #[tokio::test]
 async fn keys_added_to_postgresql_open_every_instance() {
-    let Some(database) = common::postgres::database() else {
-        return;
-    };
+    let database = common::postgres::database();
     let data_dir = tempfile::tempdir().unwrap();
     let add = |name: &str| keys_add(data_dir.path(), name, Some(&database));
     let added = add("erin");

@@ -283,19 +283,19 @@ impl Tab {
                 return Ok(verdict(ReadyBy::Timeout, missing));
             }
             let pause = next_pause(goal, probe.as_ref(), &missing, observed);
-            let pause = pause.min(deadline - now);
-            if probe.is_some() {
-                self.pause_until_change(pause).await;
-            } else {
-                tokio::time::sleep(pause).await;
-            }
+            self.pause_until_change(pause.min(deadline - now), probe.is_some())
+                .await;
         }
     }
 
     /// Waits up to `pause`, woken early by the page's next DOM change or finished piece of
     /// work (the page agent's `changed`): the render that satisfies a wait is seen as it
-    /// happens, not a poll later. A plain sleep where the agent cannot answer.
-    async fn pause_until_change(&self, pause: Duration) {
+    /// happens, not a poll later. A plain sleep where the agent cannot answer (`in_page`
+    /// false: the last probe found none).
+    async fn pause_until_change(&self, pause: Duration, in_page: bool) {
+        if !in_page {
+            return tokio::time::sleep(pause).await;
+        }
         let started = Instant::now();
         let call = format!("window.__wp ? __wp.changed({}) : null", pause.as_millis());
         // Bounded on this side too: a page whose timers lag must not stretch the pause.
@@ -579,7 +579,7 @@ impl Tab {
                 return Ok(false);
             }
             let pause = Duration::from_millis(SETTLE_POLL_MS).min(deadline - now);
-            self.pause_until_change(pause).await;
+            self.pause_until_change(pause, true).await;
         }
     }
 }
