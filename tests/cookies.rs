@@ -388,7 +388,7 @@ async fn import_reads_only_regular_files_of_the_files_root() {
         "{results:?}"
     );
     assert!(
-        answered_in < std::time::Duration::from_millis(500),
+        answered_in < std::time::Duration::from_secs(5),
         "/healthz took {answered_in:?} during the FIFO imports"
     );
 }

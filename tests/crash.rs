@@ -19,11 +19,20 @@ fn browser_pid() -> u32 {
 async fn killed_browser_fails_the_call_in_flight_and_the_next_call_works() {
     open("crash", "spa.html").await;
     let pid = browser_pid();
+    let hung =
+        |received: Vec<(String, String)>| received.iter().filter(|(p, _)| p == "/hang").count();
+    let before = hung(common::page_fixtures::received());
     let stuck = tokio::spawn(call(
         "browser_navigate",
         json!({ "session": "crash", "target": harness().page("never.html"), "timeout_ms": 60000 }),
     ));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The navigation is in flight once its page asked for the image that never comes.
+    common::eventually(
+        "the page's stuck image requested",
+        Duration::from_secs(30),
+        || async { hung(common::page_fixtures::received()) > before },
+    )
+    .await;
     let killed_at = Instant::now();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let (status, body) = stuck.await.unwrap();

@@ -282,7 +282,7 @@ async fn encrypted_and_damaged_pdfs_are_clear_answers_in_time() {
         let (status, body) = call("open_web_page", json!({ "url": url, "mode": "http" })).await;
         let took = started.elapsed();
         assert!(
-            took < Duration::from_secs(2),
+            took < Duration::from_secs(10),
             "variant {variant} took {took:?}"
         );
         match status {

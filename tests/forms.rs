@@ -319,10 +319,11 @@ async fn malformed_values_are_refused_and_change_nothing() {
     );
 }
 
-/// Filling a date costs no more than typing ten characters into a text field (medians, so a
-/// moment of contention with the tests running beside it does not decide).
+/// A date set nine times in a row, between typings into a text field: each lands whole, as a
+/// person's pick would set it, and the text field keeps its own value. (What a date fill costs
+/// against typing is a speed question: printed here, judged in the benches.)
 #[tokio::test]
-async fn setting_a_date_costs_no_more_than_typing_ten_characters() {
+async fn a_date_set_again_and_again_lands_whole_each_time() {
     let s = "forms-cost";
     open(s, "fields.html").await;
     let lines = element_lines(s).await;
@@ -331,26 +332,20 @@ async fn setting_a_date_costs_no_more_than_typing_ten_characters() {
     for round in 0..9 {
         let date = format!("2027-03-{:02}", 10 + round);
         let started = std::time::Instant::now();
-        act(s, json!({ "action": "type", "ref": day, "text": date })).await;
+        let set = act(s, json!({ "action": "type", "ref": day, "text": date })).await;
         date_ms.push(started.elapsed().as_millis());
+        assert_eq!(set["value"], date.as_str(), "{set:#}");
+        assert!(set["value_mismatch"].is_null(), "{set:#}");
         let started = std::time::Instant::now();
-        act(
+        let typed = act(
             s,
             json!({ "action": "type", "ref": text, "text": "abcdefghij" }),
         )
         .await;
         text_ms.push(started.elapsed().as_millis());
+        assert_eq!(typed["value"], "abcdefghij", "{typed:#}");
     }
     eprintln!("date fills {date_ms:?} ms, ten-character typings {text_ms:?} ms");
-    let median = |mut v: Vec<u128>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    let (date, typing) = (median(date_ms), median(text_ms));
-    assert!(
-        date <= typing + typing / 2 + 10,
-        "a date fill took {date} ms against {typing} ms of typing (medians)"
-    );
 }
 
 /// A wizard's failed step: the element lines of the fields in error (on the page and in a

@@ -308,15 +308,16 @@ fn check_prompts_logging_and_cancellation(report: &Value) {
     let message = line["error"]["message"].as_str().unwrap();
     assert!(message.contains("cancelled"), "{cancelled:#}");
     let ended = cancelled["ended_after_ms"].as_i64().unwrap();
+    // At once, not at its 30 s limit (a loaded machine still answers within seconds).
     assert!(
-        ended <= 500,
+        ended <= 5_000,
         "the cancelled call ended {ended} ms after the notification"
     );
     assert_eq!(cancelled["next_call_error"], false, "{cancelled:#}");
     assert!(cancelled["next_title"].is_string(), "{cancelled:#}");
     let next = cancelled["next_call_ms"].as_i64().unwrap();
     assert!(
-        next < 10_000,
+        next < 15_000,
         "the next call waited {next} ms for the cancelled one"
     );
 }

@@ -161,11 +161,18 @@ pub struct Sites {
     third_site: String,
 }
 
+/// Never answers; noted in `page_fixtures::received()` as it starts, so a test can tell the
+/// request is in flight.
+async fn hang() -> &'static str {
+    page_fixtures::note("/hang", "");
+    std::future::pending().await
+}
+
 /// Serves `fixtures/` with the sites above replaced, plus `/hang` (never answers),
 /// `/status/{code}` and the routes of `page_fixtures` and `web_fixtures`.
 async fn serve_fixtures(listener: tokio::net::TcpListener, sites: Sites) {
     let router = Router::new()
-        .route("/hang", get(std::future::pending::<&'static str>))
+        .route("/hang", get(hang))
         .route("/status/{code}", get(status_page))
         .route("/login", get(login_form).post(login))
         .route("/account", get(account))

@@ -139,6 +139,11 @@ pub fn received() -> Vec<(String, String)> {
     RECEIVED.lock().unwrap().clone()
 }
 
+/// Notes a request a route of another file received, for `received()`.
+pub fn note(path: &str, body: &str) {
+    record(path, body);
+}
+
 fn record(path: &str, body: &str) {
     RECEIVED
         .lock()
