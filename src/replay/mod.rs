@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use crate::ids::{SessionName, unguessable};
 use crate::tenancy::Tenant;
+use crate::tools::interact::{Action, InteractArgs};
+use crate::tools::navigate::NavigateArgs;
 use crate::tools::{Caller, Registry};
 use crate::trace::Step;
 
@@ -210,8 +212,8 @@ fn recorded_base(steps: &[Step]) -> Option<String> {
     steps
         .iter()
         .find(|s| s.tool == "browser_navigate")
-        .and_then(|s| s.args["target"].as_str())
-        .and_then(|url| url::Url::parse(url).ok())
+        .and_then(|s| typed::<NavigateArgs>(&s.args)?.target)
+        .and_then(|url| url::Url::parse(&url).ok())
         .map(|url| url.origin().ascii_serialization())
 }
 
@@ -234,12 +236,30 @@ fn found_then(step: &Step) -> Option<&str> {
     found.then(|| step.args["query"].as_str()).flatten()
 }
 
+/// A recorded step's arguments in the tool's own argument type (what the call was parsed into
+/// when it was made): a field renamed in the tool fails to compile where replay reads it. None
+/// for arguments the tool no longer takes.
+fn typed<T: serde::de::DeserializeOwned>(args: &Value) -> Option<T> {
+    let mut args = args.clone();
+    if let Some(fields) = args.as_object_mut() {
+        // Said to the call's envelope, not to the tool.
+        fields.remove("verbose");
+    }
+    serde_json::from_value(args).ok()
+}
+
 /// Whether a step changes what the page is (and so is replayed).
 fn replayed(step: &Step) -> bool {
     let action = step.args["action"].as_str().unwrap_or_default();
     match step.tool.as_str() {
         "browser_navigate" => true,
-        "browser_interact" => !matches!(action, "handoff" | "options" | "download"),
+        // Arguments the tool no longer takes are replayed, to fail there with its error.
+        "browser_interact" => typed::<InteractArgs>(&step.args).is_none_or(|args| {
+            !matches!(
+                args.action,
+                Action::Handoff | Action::Options | Action::Download
+            )
+        }),
         "browser_tabs" => matches!(action, "new" | "switch" | "close"),
         "browser_cookies" => matches!(action, "load" | "import" | "clear" | "ensure_login"),
         _ => false,
@@ -270,7 +290,8 @@ async fn replay_step(
         outcome.detail = Some("it failed when recorded".to_string());
         return outcome;
     }
-    let handoff = step.tool == "browser_interact" && step.args["action"] == "handoff";
+    let handoff = step.tool == "browser_interact"
+        && typed::<InteractArgs>(&step.args).is_some_and(|args| args.action == Action::Handoff);
     if handoff || !step.person.is_empty() {
         let saved = handoff.then(|| person::saved_after(later)).flatten();
         person::replay(registry, caller, (step, saved), options, &mut outcome).await;

@@ -5,11 +5,11 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
-
 use super::{Expectations, recorded_base, replayed};
 use crate::browser::ElementIdentity;
 use crate::browser::live::PersonInput;
+use crate::tools::interact::{Action, Direction, InteractArgs};
+use crate::tools::navigate::{Mode, NavigateArgs};
 use crate::trace::Step;
 
 /// ARIA roles `getByRole` takes; an element of another role is found by its attributes.
@@ -199,9 +199,15 @@ impl Spec {
         }
         let mut lines = self.person(step);
         lines.extend(match step.tool.as_str() {
-            "browser_navigate" => self.navigate(step),
-            "browser_interact" if action == "handoff" => Vec::new(),
-            "browser_interact" => self.interact(step, action),
+            "browser_navigate" => match super::typed::<NavigateArgs>(&step.args) {
+                Some(args) => self.navigate(&args),
+                None => unreadable(step),
+            },
+            "browser_interact" => match super::typed::<InteractArgs>(&step.args) {
+                Some(args) if args.action == Action::Handoff => Vec::new(),
+                Some(args) => self.interact(step, &args, action),
+                None => unreadable(step),
+            },
             "browser_tabs" => tabs(step, action),
             _ if replayed(step) => vec![format!(
                 "// not exported: {} {action} (load the login with test.use({{ storageState }}))",
@@ -247,54 +253,57 @@ impl Spec {
         lines
     }
 
-    fn navigate(&self, step: &Step) -> Vec<String> {
+    fn navigate(&self, args: &NavigateArgs) -> Vec<String> {
         let mut lines = Vec::new();
-        match step.args["target"].as_str() {
-            Some("back") => lines.push("await page.goBack();".into()),
-            Some("forward") => lines.push("await page.goForward();".into()),
-            Some("reload") => lines.push("await page.reload();".into()),
-            Some(url) => lines.push(format!("await page.goto({});", self.url(url))),
-            None => {}
+        match (args.mode.unwrap_or_default(), args.target.as_deref()) {
+            (Mode::Back, _) => lines.push("await page.goBack();".into()),
+            (Mode::Forward, _) => lines.push("await page.goForward();".into()),
+            (Mode::Reload, _) => lines.push("await page.reload();".into()),
+            (Mode::Url, Some(url)) => lines.push(format!("await page.goto({});", self.url(url))),
+            (Mode::Search, Some(query)) => {
+                lines.push(format!("// not exported: a search for {}", comment(query)));
+            }
+            (_, None) => {}
         }
-        if let Some(text) = step.args["wait_for"].as_str() {
+        if let Some(text) = &args.wait_for {
             lines.push(wait_for_text(text, false));
         }
         lines
     }
 
-    fn interact(&self, step: &Step, action: &str) -> Vec<String> {
-        let args = &step.args;
-        let text = |key: &str| args[key].as_str().map(|t| self.text(t, &step.secrets));
+    fn interact(&self, step: &Step, args: &InteractArgs, action: &str) -> Vec<String> {
+        let text =
+            |value: &Option<String>| self.text(value.as_deref().unwrap_or_default(), &step.secrets);
         let Some(target) = &step.target else {
             return page_action(args, action);
         };
         let locator = self.locator(target);
         let mut lines = Vec::new();
-        match action {
-            "click" => lines.push(format!("await {locator}.click();")),
-            "hover" => lines.push(format!("await {locator}.hover();")),
-            "type" => {
-                let text = text("text").unwrap_or_else(|| "''".into());
-                if args["clear"] == Value::Bool(false) {
+        match args.action {
+            Action::Click => lines.push(format!("await {locator}.click();")),
+            Action::Hover => lines.push(format!("await {locator}.hover();")),
+            Action::Type => {
+                let text = text(&args.text);
+                if args.clear == Some(false) {
                     lines.push(format!("await {locator}.pressSequentially({text});"));
                 } else {
                     lines.push(format!("await {locator}.fill({text});"));
                 }
-                if args["submit"] == Value::Bool(true) {
+                if args.submit == Some(true) {
                     lines.push(format!("await {locator}.press('Enter');"));
                 }
             }
-            "select" => {
-                let option = text("option").unwrap_or_else(|| "''".into());
+            Action::Select => {
+                let option = text(&args.option);
                 lines.push(format!("await {locator}.selectOption({option});"));
             }
-            "send_keys" => {
-                for key in args["keys"].as_str().unwrap_or_default().split_whitespace() {
+            Action::SendKeys => {
+                for key in args.keys.as_deref().unwrap_or_default().split_whitespace() {
                     lines.push(format!("await {locator}.press({});", js(key)));
                 }
             }
-            "scroll" => lines.push(format!("await {locator}.scrollIntoViewIfNeeded();")),
-            "upload" => lines.push(upload(&locator, args)),
+            Action::Scroll => lines.push(format!("await {locator}.scrollIntoViewIfNeeded();")),
+            Action::Upload => lines.push(upload(&locator, args)),
             _ => lines.push(format!("// not exported: {action} on {}", target.label())),
         }
         lines
@@ -379,28 +388,29 @@ impl Spec {
 }
 
 /// An action without an element: keys to the page, a wheel, a wait, a dialog's answer.
-fn page_action(args: &Value, action: &str) -> Vec<String> {
-    match action {
-        "send_keys" => args["keys"]
-            .as_str()
+fn page_action(args: &InteractArgs, action: &str) -> Vec<String> {
+    match args.action {
+        Action::SendKeys => args
+            .keys
+            .as_deref()
             .unwrap_or_default()
             .split_whitespace()
             .map(|key| format!("await page.keyboard.press({});", js(key)))
             .collect(),
-        "scroll" => {
-            let amount = args["amount"].as_f64().unwrap_or(600.0);
-            let (x, y) = match args["direction"].as_str() {
-                Some("up") => (0.0, -amount),
-                Some("left") => (-amount, 0.0),
-                Some("right") => (amount, 0.0),
-                _ => (0.0, amount),
+        Action::Scroll => {
+            let amount = args.amount.unwrap_or(600.0);
+            let (x, y) = match args.direction {
+                Some(Direction::Up) => (0.0, -amount),
+                Some(Direction::Left) => (-amount, 0.0),
+                Some(Direction::Right) => (amount, 0.0),
+                Some(Direction::Down) | None => (0.0, amount),
             };
             vec![format!("await page.mouse.wheel({x}, {y});")]
         }
-        "wait" => match (args["until"].as_str(), args["seconds"].as_f64()) {
+        Action::Wait => match (args.until.as_deref(), args.seconds) {
             (Some(until), _) => match until.strip_prefix("url:") {
                 Some(glob) => vec![format!("await page.waitForURL({});", js(glob))],
-                None => vec![wait_for_text(until, args["gone"] == Value::Bool(true))],
+                None => vec![wait_for_text(until, args.gone == Some(true))],
             },
             (None, Some(seconds)) => {
                 vec![format!(
@@ -410,23 +420,31 @@ fn page_action(args: &Value, action: &str) -> Vec<String> {
             }
             _ => Vec::new(),
         },
-        "dialog" => {
-            let answer = if args["accept"] == Value::Bool(false) {
+        Action::Dialog => {
+            let answer = if args.accept == Some(false) {
                 "d.dismiss()".to_string()
             } else {
-                match args["prompt_text"].as_str() {
+                match args.prompt_text.as_deref() {
                     Some(text) => format!("d.accept({})", js(text)),
                     None => "d.accept()".to_string(),
                 }
             };
             vec![format!("page.once('dialog', (d) => {answer});")]
         }
-        "evaluate" => vec![format!(
+        Action::Evaluate => vec![format!(
             "await page.evaluate({});",
-            js(args["script"].as_str().unwrap_or_default())
+            js(args.script.as_deref().unwrap_or_default())
         )],
-        other => vec![format!("// not exported: {other}")],
+        _ => vec![format!("// not exported: {action}")],
     }
+}
+
+/// A step whose recorded arguments the tools no longer take (a trace from another version).
+fn unreadable(step: &Step) -> Vec<String> {
+    vec![format!(
+        "// not exported: its arguments are not what {} takes now",
+        step.tool
+    )]
 }
 
 fn tabs(step: &Step, action: &str) -> Vec<String> {
@@ -449,14 +467,8 @@ fn tabs(step: &Step, action: &str) -> Vec<String> {
     }
 }
 
-fn upload(locator: &str, args: &Value) -> String {
-    let paths: Vec<String> = args["paths"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(js)
-        .collect();
+fn upload(locator: &str, args: &InteractArgs) -> String {
+    let paths: Vec<String> = args.paths.iter().flatten().map(|p| js(p)).collect();
     if paths.is_empty() {
         return "// not exported: an upload of inline files (give their paths)".into();
     }

@@ -1,7 +1,7 @@
 //! The Playwright export's own tests: a checkout's steps as the spec's lines.
 
 use super::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn step(seq: u64, tool: &str, args: Value, target: Option<ElementIdentity>) -> Step {
     Step {
@@ -109,4 +109,42 @@ fn elements_without_an_aria_role_are_found_by_their_attributes() {
         by_attributes(&odd),
         "locator(\"[name=\\\"q\\\\\\\"x\\\"]\")"
     );
+}
+
+/// Recorded arguments are read as the tools' own types: a mode, a direction, a key list as the
+/// tool took them; arguments the tool no longer takes are said to be left out, not guessed at.
+#[test]
+fn steps_are_read_in_the_tools_own_argument_types() {
+    let steps = vec![
+        step(1, "browser_navigate", json!({ "mode": "back" }), None),
+        step(
+            2,
+            "browser_interact",
+            json!({ "action": "scroll", "direction": "up", "amount": 300 }),
+            None,
+        ),
+        step(
+            3,
+            "browser_interact",
+            json!({ "action": "send_keys", "keys": "Tab Enter", "verbose": true }),
+            None,
+        ),
+        step(
+            4,
+            "browser_interact",
+            json!({ "action": "click", "reff": 3 }),
+            None,
+        ),
+    ];
+    let spec = playwright_spec(&steps, "typed", None, &Expectations::default());
+    for line in [
+        "await page.goBack();",
+        "await page.mouse.wheel(0, -300);",
+        "await page.keyboard.press(\"Tab\");",
+        "await page.keyboard.press(\"Enter\");",
+        "// not exported: its arguments are not what browser_interact takes now",
+    ] {
+        assert!(spec.contains(line), "{line}\n---\n{spec}");
+    }
+    assert!(!spec.contains("page.goto"), "{spec}");
 }

@@ -11,8 +11,8 @@
 mod call;
 mod cookies;
 mod crawl;
-mod interact;
-mod navigate;
+pub mod interact;
+pub mod navigate;
 mod open_web_page;
 mod read;
 mod schema;
