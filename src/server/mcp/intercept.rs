@@ -1,9 +1,11 @@
 //! Where the tasks layer (`tasks.rs`) meets the two MCP transports, at the JSON-RPC message:
 //! over streamable HTTP an axum middleware in front of rmcp's service, over stdio two pumps
 //! between the process's stdin/stdout and rmcp's ends of two pipes. Tasks requests are
-//! answered without rmcp; `initialize` and `tools/list` answers are marked on their way out;
-//! every other message passes untouched.
+//! answered without rmcp; `initialize` and `tools/list` answers are marked on their way out
+//! (over stdio found by their request's id, so no other answer is parsed: a screenshot's
+//! base64 passes as it came); every other message passes untouched.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -20,7 +22,12 @@ use tokio::sync::Mutex;
 
 use super::tasks::{self, Route};
 use crate::app::App;
+use crate::sync::Locked;
 use crate::tenancy::Tenant;
+
+/// The ids (as JSON text) of the `initialize` and `tools/list` requests whose answers are still
+/// to be marked.
+type Awaited = Arc<std::sync::Mutex<HashSet<String>>>;
 
 /// The largest MCP request body read here (a tool call may carry a file inline, in base64).
 const MAX_BODY: usize = 96 << 20;
@@ -171,8 +178,15 @@ pub fn stdio(app: App, tenant: Arc<Tenant>) -> (DuplexStream, DuplexStream) {
     let (rmcp_reads, to_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let stdout = Arc::new(Mutex::new(tokio::io::stdout()));
-    tokio::spawn(inbound(app, tenant, to_rmcp, stdout.clone()));
-    tokio::spawn(outbound(from_rmcp, stdout));
+    let awaited = Awaited::default();
+    tokio::spawn(inbound(
+        app,
+        tenant,
+        to_rmcp,
+        stdout.clone(),
+        awaited.clone(),
+    ));
+    tokio::spawn(outbound(from_rmcp, stdout, awaited));
     (rmcp_reads, rmcp_writes)
 }
 
@@ -182,10 +196,19 @@ async fn inbound(
     tenant: Arc<Tenant>,
     mut to_rmcp: DuplexStream,
     stdout: Arc<Mutex<tokio::io::Stdout>>,
+    awaited: Awaited,
 ) {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let message: Option<Value> = serde_json::from_str(&line).ok();
+        if let Some(message) = &message
+            && matches!(
+                message["method"].as_str(),
+                Some("initialize" | "tools/list")
+            )
+        {
+            awaited.locked().insert(message["id"].to_string());
+        }
         if let Some(message) = message.filter(|m| tasks::route(m) == Route::Answer) {
             let (app, tenant, stdout) = (app.clone(), tenant.clone(), stdout.clone());
             tokio::spawn(async move {
@@ -204,13 +227,46 @@ async fn inbound(
     }
 }
 
-/// rmcp → stdout, marking answers about offers.
-async fn outbound(from_rmcp: DuplexStream, stdout: Arc<Mutex<tokio::io::Stdout>>) {
+/// rmcp → stdout, marking the answers to the requests `awaited` holds; every other line goes
+/// out as rmcp wrote it, not parsed at all while no such answer is due.
+async fn outbound(
+    from_rmcp: DuplexStream,
+    stdout: Arc<Mutex<tokio::io::Stdout>>,
+    awaited: Awaited,
+) {
     let mut lines = BufReader::new(from_rmcp).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let line = mark_line(line.as_bytes()).unwrap_or(line);
+        let line = match awaited_answer(&awaited, &line) {
+            true => mark_line(line.as_bytes()).unwrap_or(line),
+            false => line,
+        };
         write_line(&stdout, &line).await;
     }
+}
+
+/// Whether `line` answers a request in `awaited` (which then no longer waits for it). Only its
+/// `id` is read, and only while some answer is awaited.
+fn awaited_answer(awaited: &Awaited, line: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        id: Option<Value>,
+        /// A request of the server's own (its ids are counted apart): not an answer.
+        #[serde(default)]
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let mut awaited = awaited.locked();
+    if awaited.is_empty() {
+        return false;
+    }
+    let Ok(Answer {
+        id: Some(id),
+        method: None,
+    }) = serde_json::from_str::<Answer>(line)
+    else {
+        return false;
+    };
+    awaited.remove(&id.to_string())
 }
 
 /// One message on stdout, whole: the two pumps never interleave inside a line.
@@ -223,5 +279,30 @@ async fn write_line<W: AsyncWrite + Unpin>(out: &Mutex<W>, line: &str) {
     };
     if let Err(error) = written.await {
         tracing::debug!(%error, "MCP stdout closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_answers_awaited_are_picked_out() {
+        let awaited = Awaited::default();
+        // Nothing awaited: a line is not even read.
+        assert!(!awaited_answer(&awaited, "not JSON at all"));
+        awaited.locked().insert("7".into());
+        let server_request =
+            r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#;
+        assert!(!awaited_answer(&awaited, server_request));
+        assert!(!awaited_answer(
+            &awaited,
+            r#"{"jsonrpc":"2.0","id":8,"result":{}}"#
+        ));
+        assert!(awaited_answer(
+            &awaited,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#
+        ));
+        assert!(awaited.locked().is_empty());
     }
 }
