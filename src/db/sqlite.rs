@@ -13,8 +13,8 @@ use crate::sync::Locked;
 /// The database file's name in the data dir.
 pub const FILE: &str = "webpilot.db";
 
-/// The process's connection to the embedded database. A std mutex: statements are short and
-/// never held across an await.
+/// The process's connection to the embedded database. A std mutex, taken on the blocking pool
+/// (`run`) or for statements short enough to run in place, never held across an await.
 #[derive(Clone)]
 pub struct Sqlite {
     connection: Arc<Mutex<Connection>>,
@@ -55,5 +55,18 @@ impl Sqlite {
     /// The connection, for one statement or transaction.
     pub fn lock(&self) -> MutexGuard<'_, Connection> {
         self.connection.locked()
+    }
+
+    /// Runs `work` with the connection on the blocking pool: a statement waiting for the disk
+    /// or for the lock never holds an async worker, and with it every task queued behind it
+    /// (`/healthz`, a stream's next event).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let connection = self.connection.clone();
+        tokio::task::spawn_blocking(move || work(&mut connection.locked()))
+            .await
+            .map_err(|e| anyhow::anyhow!("a database task ended before it answered: {e}"))?
     }
 }
