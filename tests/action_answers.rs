@@ -24,6 +24,21 @@ struct Seen {
     answers: Arc<Mutex<HashMap<String, usize>>>,
 }
 
+impl Seen {
+    /// Counts one more request for `who`, then takes the server's time over it: `who` and
+    /// the count.
+    async fn count(&self, who: &str) -> (String, usize) {
+        let n = {
+            let mut answers = self.answers.lock().unwrap();
+            let n = answers.entry(who.to_string()).or_default();
+            *n += 1;
+            *n
+        };
+        tokio::time::sleep(SERVER_WORK).await;
+        (who.to_string(), n)
+    }
+}
+
 /// How long the site takes to answer a form, as a server doing work does: long enough that an
 /// answer given before the frame's new document arrived would show the old one.
 const SERVER_WORK: Duration = Duration::from_millis(60);
@@ -78,14 +93,7 @@ async fn site(seen: Seen) -> (String, String) {
             "/slow",
             get(
                 |State(seen): State<Seen>, Query(q): Query<HashMap<String, String>>| async move {
-                    let who = q["who"].clone();
-                    let n = {
-                        let mut answers = seen.answers.lock().unwrap();
-                        let n = answers.entry(who.clone()).or_default();
-                        *n += 1;
-                        *n
-                    };
-                    tokio::time::sleep(SERVER_WORK).await;
+                    let (who, n) = seen.count(&q["who"]).await;
                     Html(format!("<!doctype html><title>Slow</title><p>Slow {n} for {who}</p>"))
                 },
             ),
@@ -103,14 +111,7 @@ async fn site(seen: Seen) -> (String, String) {
             "/answer",
             axum::routing::post(
                 |State(seen): State<Seen>, Query(q): Query<HashMap<String, String>>| async move {
-                    let who = q["who"].clone();
-                    let n = {
-                        let mut answers = seen.answers.lock().unwrap();
-                        let n = answers.entry(who.clone()).or_default();
-                        *n += 1;
-                        *n
-                    };
-                    tokio::time::sleep(SERVER_WORK).await;
+                    let (who, n) = seen.count(&q["who"]).await;
                     Html(format!(
                         "<!doctype html><title>Answer</title><p>Answer {n} from {who}</p>{}",
                         send_form(&who)
@@ -205,34 +206,52 @@ async fn a_windowed_list_is_scrolled_to_row_734_for_less_than_the_list_costs() {
     assert_eq!(*seen.paths.lock().unwrap(), ["/orders/734"]);
 }
 
-#[tokio::test]
-async fn a_frames_form_is_answered_once_its_answer_has_loaded_fifty_times_in_a_row() {
+/// A site of its own, its page at `path` opened in session `s`; what the site saw, and the
+/// other site's origin.
+async fn site_opened_at(s: &str, path: &str) -> (Seen, String) {
     let seen = Seen::default();
     let (origin, cross) = site(seen.clone()).await;
-    let s = "frame-forms";
     ok(
         "browser_navigate",
-        json!({ "session": s, "target": format!("{origin}/host") }),
+        json!({ "session": s, "target": format!("{origin}{path}") }),
     )
     .await;
+    (seen, cross)
+}
+
+/// Clicks `control`, which navigates a frame to `path` (on the `across` site when given): the
+/// top page stays, and the result says which frame navigated.
+async fn click_into_frame(s: &str, control: &str, path: &str, across: Option<&str>) {
+    let control = ref_of(&element_lines(s).await, control);
+    let done = act(s, json!({ "action": "click", "ref": control })).await;
+    assert!(done["navigated"].is_null(), "the top page stays: {done:#}");
+    let frame = done["frame_navigated"].as_str().unwrap_or_default();
+    assert!(frame.contains(path), "says which frame navigated: {done:#}");
+    if let Some(site) = across {
+        assert!(frame.starts_with(site), "{done:#}");
+    }
+}
+
+/// The read right after shows the frame's new document.
+async fn read_shows(s: &str, expected: &str) {
+    let text = page_text(s).await;
+    assert!(
+        text.contains(expected),
+        "{expected}: the read shows the frame's new document: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_frames_form_is_answered_once_its_answer_has_loaded_fifty_times_in_a_row() {
+    let s = "frame-forms";
+    let (seen, cross) = site_opened_at(s, "/host").await;
     for n in 1..=50 {
         for who in ["here", "across"] {
-            let send = ref_of(&element_lines(s).await, &format!("Send {who}"));
-            let sent = act(s, json!({ "action": "click", "ref": send })).await;
-            assert!(sent["navigated"].is_null(), "the top page stays: {sent:#}");
-            let frame = sent["frame_navigated"].as_str().unwrap_or_default();
-            assert!(
-                frame.contains(&format!("/answer?who={who}")),
-                "says which frame navigated: {sent:#}"
-            );
-            if who == "across" {
-                assert!(frame.starts_with(&cross), "{sent:#}");
-            }
-            let text = page_text(s).await;
-            assert!(
-                text.contains(&format!("Answer {n} from {who}")),
-                "submission {n} {who}: the read shows the frame's answer: {text}"
-            );
+            let across = (who == "across").then_some(cross.as_str());
+            let control = format!("Send {who}");
+            let path = format!("/answer?who={who}");
+            click_into_frame(s, &control, &path, across).await;
+            read_shows(s, &format!("Answer {n} from {who}")).await;
         }
     }
     let answers = seen.answers.lock().unwrap().clone();
@@ -244,36 +263,17 @@ async fn a_frames_form_is_answered_once_its_answer_has_loaded_fifty_times_in_a_r
 
 #[tokio::test]
 async fn a_frame_navigated_by_a_link_target_or_a_script_is_answered_once_it_has_loaded() {
-    let seen = Seen::default();
-    let (origin, cross) = site(seen.clone()).await;
     let s = "frame-targets";
-    ok(
-        "browser_navigate",
-        json!({ "session": s, "target": format!("{origin}/panes") }),
-    )
-    .await;
+    let (seen, cross) = site_opened_at(s, "/panes").await;
     for n in 1..=10 {
         for (control, who) in [
             ("Open in pane", "link"),
             ("Open nested", "nested"),
             ("Move pane", "script"),
         ] {
-            let control = ref_of(&element_lines(s).await, control);
-            let done = act(s, json!({ "action": "click", "ref": control })).await;
-            assert!(done["navigated"].is_null(), "the top page stays: {done:#}");
-            let frame = done["frame_navigated"].as_str().unwrap_or_default();
-            assert!(
-                frame.contains(&format!("/slow?who={who}")),
-                "says which frame navigated: {done:#}"
-            );
-            if who == "nested" {
-                assert!(frame.starts_with(&cross), "{done:#}");
-            }
-            let text = page_text(s).await;
-            assert!(
-                text.contains(&format!("Slow {n} for {who}")),
-                "{who} {n}: the read shows the frame's new document: {text}"
-            );
+            let across = (who == "nested").then_some(cross.as_str());
+            click_into_frame(s, control, &format!("/slow?who={who}"), across).await;
+            read_shows(s, &format!("Slow {n} for {who}")).await;
         }
     }
     let answers = seen.answers.lock().unwrap().clone();
