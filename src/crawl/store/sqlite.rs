@@ -119,10 +119,6 @@ impl SqliteStore {
         Ok(Self { sqlite })
     }
 
-    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.sqlite.lock()
-    }
-
     fn counts_now(db: &Connection, id: &str) -> DbResult<Counts> {
         db.query_row(
             "SELECT COUNT(finished_seq), COALESCE(SUM(state = 'failed'), 0),
@@ -188,22 +184,26 @@ impl SqliteStore {
 impl CrawlStore for SqliteStore {
     async fn create(&self, task: &TaskRow, seeds: &[Found], _per_host: usize) -> StoreResult<()> {
         let options = serde_json::to_string(&task.options).unwrap_or_default();
-        let mut db = self.db();
-        let tx = db.transaction()?;
-        tx.execute(
-            "INSERT INTO tasks (id, created_ms, status, options, total, tenant)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                task.id,
-                task.created_ms,
-                task.status.as_str(),
-                options,
-                0,
-                task.tenant.stored()
-            ],
-        )?;
-        Self::insert_found(&tx, &task.id, seeds, usize::MAX)?;
-        Ok(tx.commit()?)
+        let (task, seeds) = (task.clone(), seeds.to_vec());
+        self.sqlite
+            .run(move |db| {
+                let tx = db.transaction()?;
+                tx.execute(
+                    "INSERT INTO tasks (id, created_ms, status, options, total, tenant)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        task.id,
+                        task.created_ms,
+                        task.status.as_str(),
+                        options,
+                        0,
+                        task.tenant.stored()
+                    ],
+                )?;
+                Self::insert_found(&tx, &task.id, &seeds, usize::MAX)?;
+                Ok(tx.commit()?)
+            })
+            .await
     }
 
     async fn add(
@@ -213,31 +213,44 @@ impl CrawlStore for SqliteStore {
         max_pages: usize,
         _per_host: usize,
     ) -> StoreResult<Vec<bool>> {
-        let mut db = self.db();
-        let tx = db.transaction()?;
-        let added = Self::insert_found(&tx, id, found, max_pages)?;
-        tx.commit()?;
-        Ok(added)
+        let (id, found) = (id.to_string(), found.to_vec());
+        self.sqlite
+            .run(move |db| {
+                let tx = db.transaction()?;
+                let added = Self::insert_found(&tx, &id, &found, max_pages)?;
+                tx.commit()?;
+                Ok(added)
+            })
+            .await
     }
 
     async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
-        let changed = self.db().execute(
-            "UPDATE tasks SET status = ?2
-             WHERE id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled')",
-            params![id, status.as_str()],
-        )?;
-        Ok(changed == 1)
+        let id = id.to_string();
+        self.sqlite
+            .run(move |db| {
+                let changed = db.execute(
+                    "UPDATE tasks SET status = ?2
+                     WHERE id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+                    params![id, status.as_str()],
+                )?;
+                Ok(changed == 1)
+            })
+            .await
     }
 
     async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
-        Ok(self
-            .db()
-            .query_row(
-                "SELECT id, created_ms, status, options, total, tenant FROM tasks WHERE id = ?1",
-                params![id],
-                task_row,
-            )
-            .optional()?)
+        let id = id.to_string();
+        self.sqlite
+            .run(move |db| {
+                Ok(db
+                    .query_row(
+                        "SELECT id, created_ms, status, options, total, tenant FROM tasks WHERE id = ?1",
+                        params![id],
+                        task_row,
+                    )
+                    .optional()?)
+            })
+            .await
     }
 
     async fn tasks(
@@ -246,103 +259,69 @@ impl CrawlStore for SqliteStore {
         status: Option<TaskStatus>,
         limit: usize,
     ) -> StoreResult<Vec<TaskRow>> {
-        let status = status.map(TaskStatus::as_str);
-        let db = self.db();
-        let mut query = db.prepare(
-            "SELECT id, created_ms, status, options, total, tenant FROM tasks
-             WHERE tenant = ?3 AND (?1 IS NULL OR status = ?1)
-             ORDER BY created_ms DESC, id LIMIT ?2",
-        )?;
-        let rows = query.query_map(params![status, limit as i64, tenant.stored()], task_row)?;
-        Ok(rows.collect::<DbResult<_>>()?)
+        let (status, tenant) = (status.map(TaskStatus::as_str), tenant.stored().to_string());
+        self.sqlite
+            .run(move |db| {
+                let mut query = db.prepare(
+                    "SELECT id, created_ms, status, options, total, tenant FROM tasks
+                     WHERE tenant = ?3 AND (?1 IS NULL OR status = ?1)
+                     ORDER BY created_ms DESC, id LIMIT ?2",
+                )?;
+                let rows = query.query_map(params![status, limit as i64, tenant], task_row)?;
+                Ok(rows.collect::<DbResult<_>>()?)
+            })
+            .await
     }
 
     async fn unfinished(&self) -> StoreResult<Vec<String>> {
-        let db = self.db();
-        let mut query = db.prepare(
-            "SELECT id FROM tasks WHERE status IN ('pending', 'running') ORDER BY created_ms",
-        )?;
-        let rows = query.query_map([], |row| row.get(0))?;
-        Ok(rows.collect::<DbResult<_>>()?)
+        self.sqlite
+            .run(|db| {
+                let mut query = db.prepare(
+                    "SELECT id FROM tasks WHERE status IN ('pending', 'running') ORDER BY created_ms",
+                )?;
+                let rows = query.query_map([], |row| row.get(0))?;
+                Ok(rows.collect::<DbResult<_>>()?)
+            })
+            .await
     }
 
     async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim> {
-        let now = now_ms();
-        let db = self.db();
-        let claimed = db
-            .query_row(
-                "UPDATE items SET claimed_by = ?2, lease_until = ?3
-                 WHERE rowid = (SELECT rowid FROM items
-                                WHERE task_id = ?1 AND state = 'pending'
-                                  AND (lease_until IS NULL OR lease_until < ?4)
-                                ORDER BY idx LIMIT 1)
-                 RETURNING idx, url, depth",
-                params![id, lease.owner, now + lease.length.as_millis() as i64, now],
-                |row| {
-                    Ok(Claim::Item {
-                        index: count(row, 0)?,
-                        url: row.get(1)?,
-                        depth: row.get(2)?,
-                    })
-                },
-            )
-            .optional()?;
-        if let Some(item) = claimed {
-            return Ok(item);
-        }
-        let pending: i64 = db.query_row(
-            "SELECT COUNT(*) FROM items WHERE task_id = ?1 AND state = 'pending'",
-            params![id],
-            |row| row.get(0),
-        )?;
-        Ok(if pending > 0 {
-            Claim::Busy
-        } else {
-            Claim::Empty
-        })
+        let (id, lease) = (id.to_string(), lease.clone());
+        self.sqlite.run(move |db| claim_next(db, &id, &lease)).await
     }
 
     async fn cancel(&self, id: &str) -> StoreResult<bool> {
-        let mut db = self.db();
-        let tx = db.transaction()?;
-        let changed = tx.execute(
-            "UPDATE tasks SET status = 'cancelled'
-             WHERE id = ?1 AND status IN ('pending', 'running')",
-            params![id],
-        )?;
-        if changed == 1 {
-            let skipped = tx.execute(
-                "UPDATE items SET state = 'skipped', error = ?2, claimed_by = NULL,
-                     lease_until = NULL
-                 WHERE task_id = ?1 AND state = 'pending'",
-                params![id, super::cancelled_error()],
-            )?;
-            tx.execute(
-                "UPDATE tasks SET total = total - ?2 WHERE id = ?1",
-                params![id, skipped as i64],
-            )?;
-        }
-        tx.commit()?;
-        Ok(changed == 1)
+        let id = id.to_string();
+        self.sqlite.run(move |db| cancel_task(db, &id)).await
     }
 
     async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool> {
         let until = now_ms() + lease.length.as_millis() as i64;
-        let changed = self.db().execute(
-            "UPDATE items SET lease_until = ?4
-             WHERE task_id = ?1 AND idx = ?2 AND claimed_by = ?3 AND state = 'pending'",
-            params![id, index as i64, lease.owner, until],
-        )?;
-        Ok(changed == 1)
+        let (id, owner) = (id.to_string(), lease.owner.clone());
+        self.sqlite
+            .run(move |db| {
+                let changed = db.execute(
+                    "UPDATE items SET lease_until = ?4
+                     WHERE task_id = ?1 AND idx = ?2 AND claimed_by = ?3 AND state = 'pending'",
+                    params![id, index as i64, owner, until],
+                )?;
+                Ok(changed == 1)
+            })
+            .await
     }
 
     async fn release(&self, id: &str, lease: &Lease) -> StoreResult<()> {
-        self.db().execute(
-            "UPDATE items SET claimed_by = NULL, lease_until = NULL
-             WHERE task_id = ?1 AND claimed_by = ?2 AND state = 'pending'",
-            params![id, lease.owner],
-        )?;
-        Ok(())
+        let (id, owner) = (id.to_string(), lease.owner.clone());
+        self.sqlite
+            .run(move |db| {
+                db.execute(
+                    "UPDATE items SET claimed_by = NULL, lease_until = NULL
+                     WHERE task_id = ?1 AND claimed_by = ?2 AND state = 'pending'",
+                    params![id, owner],
+                )?;
+                Ok(())
+            })
+            .await
     }
 
     async fn finish(
@@ -354,41 +333,17 @@ impl CrawlStore for SqliteStore {
         _announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
         let (state, result, error) = outcome_columns(outcome);
-        let mut db = self.db();
-        let tx = db.transaction()?;
-        // The task's count orders finishes; it is only kept when the item was ours.
-        let (finished, total): (i64, i64) = tx.query_row(
-            "UPDATE tasks SET finished = finished + 1 WHERE id = ?1 RETURNING finished, total",
-            params![id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        let changed = tx.execute(
-            "UPDATE items SET state = ?3, result = ?4, error = ?5, claimed_by = NULL,
-                 lease_until = NULL, finished_seq = ?7
-             WHERE task_id = ?1 AND idx = ?2 AND state = 'pending' AND claimed_by = ?6",
-            params![
-                id,
-                index as i64,
-                state,
-                result,
-                error,
-                lease.owner,
-                finished
-            ],
-        )?;
-        if changed != 1 {
-            // Dropped unsaved: the count goes back.
-            return Ok(None);
-        }
-        tx.commit()?;
-        Ok(Some(Recorded {
-            progress: finished.max(0) as usize,
-            total: total.max(0) as usize,
-        }))
+        let (id, owner) = (id.to_string(), lease.owner.clone());
+        self.sqlite
+            .run(move |db| finish_item(db, &id, index, (state, result, error), &owner))
+            .await
     }
 
     async fn counts(&self, id: &str) -> StoreResult<Counts> {
-        Ok(Self::counts_now(&self.db(), id)?)
+        let id = id.to_string();
+        self.sqlite
+            .run(move |db| Ok(Self::counts_now(db, &id)?))
+            .await
     }
 
     async fn last_read(
@@ -396,28 +351,37 @@ impl CrawlStore for SqliteStore {
         tenant: &crate::ids::TenantName,
         url: &str,
     ) -> StoreResult<Option<Page>> {
+        let (tenant, url) = (tenant.stored().to_string(), url.to_string());
         let result: Option<Option<String>> = self
-            .db()
-            .query_row(
-                "SELECT items.result FROM items JOIN tasks ON tasks.id = items.task_id
+            .sqlite
+            .run(move |db| {
+                Ok(db
+                    .query_row(
+                        "SELECT items.result FROM items JOIN tasks ON tasks.id = items.task_id
                  WHERE tasks.tenant = ?1 AND items.url = ?2 AND items.result IS NOT NULL
                    AND (items.result LIKE '%\"etag\"%' OR items.result LIKE '%\"last_modified\"%')
                  ORDER BY tasks.created_ms DESC, items.finished_seq DESC LIMIT 1",
-                params![tenant.stored(), url],
-                |row| row.get(0),
-            )
-            .optional()?;
+                        params![tenant, url],
+                        |row| row.get(0),
+                    )
+                    .optional()?)
+            })
+            .await?;
         Ok(super::with_validators(result.flatten()))
     }
 
     async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
-        let db = self.db();
-        let mut query = db.prepare(&format!(
-            "SELECT {ITEM_COLUMNS} FROM items WHERE task_id = ?1 AND state != 'pending'
-             ORDER BY finished_seq IS NULL, finished_seq, idx"
-        ))?;
-        let rows = query.query_map(params![id], item_row)?;
-        Ok(rows.collect::<DbResult<_>>()?)
+        let id = id.to_string();
+        self.sqlite
+            .run(move |db| {
+                let mut query = db.prepare(&format!(
+                    "SELECT {ITEM_COLUMNS} FROM items WHERE task_id = ?1 AND state != 'pending'
+                     ORDER BY finished_seq IS NULL, finished_seq, idx"
+                ))?;
+                let rows = query.query_map(params![id], item_row)?;
+                Ok(rows.collect::<DbResult<_>>()?)
+            })
+            .await
     }
 
     async fn finished_page(
@@ -426,23 +390,10 @@ impl CrawlStore for SqliteStore {
         from: usize,
         max_chars: usize,
     ) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {
-        let db = self.db();
-        let mut query = db.prepare(&format!(
-            "SELECT {ITEM_COLUMNS},
-                    length(url) + length(COALESCE(result, error, '')) FROM items
-             WHERE task_id = ?1 AND state != 'pending' AND idx >= ?2 ORDER BY idx"
-        ))?;
-        let mut rows = query.query(params![id, from as i64])?;
-        let (mut items, mut used) = (Vec::new(), 0);
-        while let Some(row) = rows.next()? {
-            let cost = count(row, 7)?;
-            if !items.is_empty() && used + cost > max_chars {
-                return Ok((items, Some(count(row, 0)?)));
-            }
-            used += cost;
-            items.push(item_row(row)?);
-        }
-        Ok((items, None))
+        let id = id.to_string();
+        self.sqlite
+            .run(move |db| finished_items_from(db, &id, from, max_chars))
+            .await
     }
 
     fn shared(&self) -> bool {
@@ -456,6 +407,125 @@ impl CrawlStore for SqliteStore {
     fn round_trips(&self) -> Option<u64> {
         None
     }
+}
+
+/// The task's next pending item not under another's lease, claimed for `lease`; else whether
+/// items are still pending under leases (busy) or none is left.
+fn claim_next(db: &mut Connection, id: &str, lease: &Lease) -> StoreResult<Claim> {
+    let now = now_ms();
+    let claimed = db
+        .query_row(
+            "UPDATE items SET claimed_by = ?2, lease_until = ?3
+             WHERE rowid = (SELECT rowid FROM items
+                            WHERE task_id = ?1 AND state = 'pending'
+                              AND (lease_until IS NULL OR lease_until < ?4)
+                            ORDER BY idx LIMIT 1)
+             RETURNING idx, url, depth",
+            params![id, lease.owner, now + lease.length.as_millis() as i64, now],
+            |row| {
+                Ok(Claim::Item {
+                    index: count(row, 0)?,
+                    url: row.get(1)?,
+                    depth: row.get(2)?,
+                })
+            },
+        )
+        .optional()?;
+    if let Some(item) = claimed {
+        return Ok(item);
+    }
+    let pending: i64 = db.query_row(
+        "SELECT COUNT(*) FROM items WHERE task_id = ?1 AND state = 'pending'",
+        params![id],
+        |row| row.get(0),
+    )?;
+    Ok(if pending > 0 {
+        Claim::Busy
+    } else {
+        Claim::Empty
+    })
+}
+
+/// Cancels a task still pending or running; its pending items are skipped as cancelled.
+fn cancel_task(db: &mut Connection, id: &str) -> StoreResult<bool> {
+    let tx = db.transaction()?;
+    let changed = tx.execute(
+        "UPDATE tasks SET status = 'cancelled'
+         WHERE id = ?1 AND status IN ('pending', 'running')",
+        params![id],
+    )?;
+    if changed == 1 {
+        let skipped = tx.execute(
+            "UPDATE items SET state = 'skipped', error = ?2, claimed_by = NULL,
+                 lease_until = NULL
+             WHERE task_id = ?1 AND state = 'pending'",
+            params![id, super::cancelled_error()],
+        )?;
+        tx.execute(
+            "UPDATE tasks SET total = total - ?2 WHERE id = ?1",
+            params![id, skipped as i64],
+        )?;
+    }
+    tx.commit()?;
+    Ok(changed == 1)
+}
+
+/// An item's outcome kept, when the item is still ours (claimed by `owner`).
+fn finish_item(
+    db: &mut Connection,
+    id: &str,
+    index: usize,
+    (state, result, error): (&str, Option<String>, Option<String>),
+    owner: &str,
+) -> StoreResult<Option<Recorded>> {
+    let tx = db.transaction()?;
+    // The task's count orders finishes; it is only kept when the item was ours.
+    let (finished, total): (i64, i64) = tx.query_row(
+        "UPDATE tasks SET finished = finished + 1 WHERE id = ?1 RETURNING finished, total",
+        params![id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let changed = tx.execute(
+        "UPDATE items SET state = ?3, result = ?4, error = ?5, claimed_by = NULL,
+             lease_until = NULL, finished_seq = ?7
+         WHERE task_id = ?1 AND idx = ?2 AND state = 'pending' AND claimed_by = ?6",
+        params![id, index as i64, state, result, error, owner, finished],
+    )?;
+    if changed != 1 {
+        // Dropped unsaved: the count goes back.
+        return Ok(None);
+    }
+    tx.commit()?;
+    Ok(Some(Recorded {
+        progress: finished.max(0) as usize,
+        total: total.max(0) as usize,
+    }))
+}
+
+/// Finished items from index `from` on, within `max_chars` of URL and result, and the index
+/// to go on from.
+fn finished_items_from(
+    db: &mut Connection,
+    id: &str,
+    from: usize,
+    max_chars: usize,
+) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {
+    let mut query = db.prepare(&format!(
+        "SELECT {ITEM_COLUMNS},
+                length(url) + length(COALESCE(result, error, '')) FROM items
+         WHERE task_id = ?1 AND state != 'pending' AND idx >= ?2 ORDER BY idx"
+    ))?;
+    let mut rows = query.query(params![id, from as i64])?;
+    let (mut items, mut used) = (Vec::new(), 0);
+    while let Some(row) = rows.next()? {
+        let cost = count(row, 7)?;
+        if !items.is_empty() && used + cost > max_chars {
+            return Ok((items, Some(count(row, 0)?)));
+        }
+        used += cost;
+        items.push(item_row(row)?);
+    }
+    Ok((items, None))
 }
 
 fn item_row(row: &rusqlite::Row<'_>) -> DbResult<ItemRow> {
