@@ -34,13 +34,23 @@ struct Stage {
 impl Timings {
     /// Adds `took` to stage `name` (after the call: what a front did with its output).
     pub fn add(&mut self, name: &str, took: Duration) {
-        match self.stages.iter_mut().find(|stage| stage.name == name) {
+        self.add_named("", name, took);
+    }
+
+    /// Adds `took` to stage `kind` + `name`; the name is built only for a stage not seen yet.
+    fn add_named(&mut self, kind: &str, name: &str, took: Duration) {
+        let same = |stage: &&mut Stage| {
+            stage.name.len() == kind.len() + name.len()
+                && stage.name.starts_with(kind)
+                && stage.name.ends_with(name)
+        };
+        match self.stages.iter_mut().find(same) {
             Some(stage) => {
                 stage.took += took;
                 stage.count += 1;
             }
             None => self.stages.push(Stage {
-                name: name.to_string(),
+                name: format!("{kind}{name}"),
                 took,
                 count: 1,
             }),
@@ -97,31 +107,35 @@ pub fn note(name: &str, took: Duration) {
 
 /// Times a stage from now until the guard is dropped, however the stage ends (done, failed,
 /// or its future dropped): `let _stage = timing::stage("elements");`.
-pub fn stage(name: impl Into<String>) -> StageGuard {
+pub fn stage(name: &str) -> StageGuard<'_> {
     StageGuard {
-        name: name.into(),
+        kind: "",
+        name,
         started: Instant::now(),
     }
 }
 
-/// A stage being timed; see [`stage`].
-pub struct StageGuard {
-    name: String,
-    started: Instant,
-}
-
-impl Drop for StageGuard {
-    fn drop(&mut self) {
-        note(&self.name, self.started.elapsed());
+/// A CDP round trip timed as a stage named by what it was for (`cdp capturing`). Nothing is
+/// allocated for it outside a recorded call, nor for a round trip already seen in this one.
+pub fn cdp_stage(what: &str) -> StageGuard<'_> {
+    StageGuard {
+        kind: "cdp ",
+        ..stage(what)
     }
 }
 
-/// Awaits `work` and notes how long it took as `name`.
-pub async fn timed<F: Future>(name: &str, work: F) -> F::Output {
-    let started = Instant::now();
-    let output = work.await;
-    note(name, started.elapsed());
-    output
+/// A stage being timed; see [`stage`].
+pub struct StageGuard<'a> {
+    kind: &'static str,
+    name: &'a str,
+    started: Instant,
+}
+
+impl Drop for StageGuard<'_> {
+    fn drop(&mut self) {
+        let took = self.started.elapsed();
+        let _ = STAGES.try_with(|stages| stages.borrow_mut().add_named(self.kind, self.name, took));
+    }
 }
 
 #[cfg(test)]
@@ -141,6 +155,19 @@ mod tests {
             timings.server_timing(),
             "total;dur=40.0, cdp-capturing;dur=32.0;desc=\"x2\", settle;dur=5.0"
         );
+    }
+
+    #[tokio::test]
+    async fn a_cdp_stage_is_named_by_its_purpose_and_counted() {
+        let ((), timings) = recorded(async {
+            for _ in 0..3 {
+                let _stage = cdp_stage("capturing");
+            }
+        })
+        .await;
+        let header = timings.server_timing();
+        assert!(header.contains(", cdp-capturing;dur="), "{header}");
+        assert!(header.ends_with(";desc=\"x3\""), "{header}");
     }
 
     #[tokio::test]

@@ -359,8 +359,7 @@
     for (const key of keys) count.set(key, (count.get(key) || 0) + 1);
     return count;
   }
-  function movedRefs(keys, els) {
-    const count = onceEach(keys);
+  function movedRefs(keys, els, count) {
     const showing = new Map(); // a ref -> what its node shows now
     els.forEach((el, i) => { const ref = refOf.get(el); if (ref !== undefined) showing.set(ref, keys[i]); });
     const moved = new Map(); // item index -> the ref that follows its row there
@@ -383,7 +382,8 @@
   function assignRefs(items, els, whole) {
     if (!whole) { items.forEach((item, i) => { item.ref = refFor(els[i]); }); return; }
     const keys = items.map(contentKey);
-    const moved = movedRefs(keys, els);
+    const count = onceEach(keys);
+    const moved = movedRefs(keys, els, count);
     const taken = new Set(moved.values());
     els.forEach((el, i) => {
       const own = refOf.get(el);
@@ -395,7 +395,6 @@
       byRef.set(ref, new WeakRef(el));
       items[i].ref = ref;
     });
-    const count = onceEach(keys);
     keyOfRef = new Map(items.map((item, i) => [item.ref, keys[i]]));
     refOfKey = new Map(items.filter((_, i) => count.get(keys[i]) === 1).map((item) => [contentKey(item), item.ref]));
   }

@@ -86,7 +86,7 @@ impl BrowserHandle {
         if !*alive.borrow() {
             return Err(browser_died());
         }
-        let _stage = crate::timing::stage(format!("cdp {what}"));
+        let _stage = crate::timing::cdp_stage(what);
         tokio::select! {
             result = tokio::time::timeout(limit, call) => match result {
                 Ok(Ok(value)) => Ok(value),
