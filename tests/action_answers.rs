@@ -1,8 +1,9 @@
 //! What an action answers, on pages built like real sites and served by the test, which
 //! records what it was asked for: a windowed list of 1,000 rows that reuses its nodes as it
 //! scrolls (its scroll results stay within what the list itself costs), and forms inside a
-//! same-origin and a cross-site frame (each submission is answered once the frame's answer has
-//! loaded, so a read right after shows it).
+//! same-origin and a cross-site frame, and links, forms and scripts that send a document into a
+//! frame by name (each is answered once the frame's new document has loaded, so a read right
+//! after shows it).
 
 mod common;
 
@@ -64,6 +65,7 @@ async fn site(seen: Seen) -> (String, String) {
          <a href='/slow?who=link' target=pane>Open in pane</a> \
          <a href='{cross}/slow?who=nested' target=inner>Open nested</a> \
          <button onclick=\"setTimeout(() => frames.pane.location.href = '/slow?who=script', 20)\">Move pane</button>\
+         <form method=post action='{cross}/answer?who=posted' target=inner><button>Post nested</button></form>\
          <iframe name=pane src='/form?who=pane' width=500 height=150></iframe>\
          <iframe src='{cross}/nest' width=500 height=200></iframe>"
     );
@@ -222,11 +224,14 @@ async fn site_opened_at(s: &str, path: &str) -> (Seen, String) {
 /// Clicks `control`, which navigates a frame to `path` (on the `across` site when given): the
 /// top page stays, and the result says which frame navigated.
 async fn click_into_frame(s: &str, control: &str, path: &str, across: Option<&str>) {
-    let control = ref_of(&element_lines(s).await, control);
-    let done = act(s, json!({ "action": "click", "ref": control })).await;
+    let target = ref_of(&element_lines(s).await, control);
+    let done = act(s, json!({ "action": "click", "ref": target })).await;
     assert!(done["navigated"].is_null(), "the top page stays: {done:#}");
     let frame = done["frame_navigated"].as_str().unwrap_or_default();
-    assert!(frame.contains(path), "says which frame navigated: {done:#}");
+    assert!(
+        frame.contains(path),
+        "{control}: says which frame navigated: {done:#}"
+    );
     if let Some(site) = across {
         assert!(frame.starts_with(site), "{done:#}");
     }
@@ -270,10 +275,15 @@ async fn a_frame_navigated_by_a_link_target_or_a_script_is_answered_once_it_has_
             ("Open in pane", "link"),
             ("Open nested", "nested"),
             ("Move pane", "script"),
+            ("Post nested", "posted"),
         ] {
-            let across = (who == "nested").then_some(cross.as_str());
-            click_into_frame(s, control, &format!("/slow?who={who}"), across).await;
-            read_shows(s, &format!("Slow {n} for {who}")).await;
+            let (path, shown) = match who {
+                "posted" => ("answer", format!("Answer {n} from {who}")),
+                _ => ("slow", format!("Slow {n} for {who}")),
+            };
+            let across = matches!(who, "nested" | "posted").then_some(cross.as_str());
+            click_into_frame(s, control, &format!("/{path}?who={who}"), across).await;
+            read_shows(s, &shown).await;
         }
     }
     let answers = seen.answers.lock().unwrap().clone();
@@ -282,7 +292,8 @@ async fn a_frame_navigated_by_a_link_target_or_a_script_is_answered_once_it_has_
         HashMap::from([
             ("link".into(), 10),
             ("nested".into(), 10),
-            ("script".into(), 10)
+            ("script".into(), 10),
+            ("posted".into(), 10)
         ])
     );
 }

@@ -188,6 +188,31 @@
     if (leavesThisFrame(this, null)) leavingAt = now();
     return origFormSubmit.apply(this, args);
   };
+  // A link or form that sends its document into a frame by name: the frame (maybe inside a
+  // cross-site frame, out of this agent's sight) loads it, and CDP reports that load over
+  // another connection, later on a busy machine. From the click on, a frame is about to load.
+  const namesAFrame = (target) => target !== '' && target !== '_blank' && target !== '_self'
+    && !(window === window.top && (target === '_top' || target === '_parent'));
+  let lastClick = null;
+  // The path is there only while the event is dispatched; `defaultPrevented` is final after.
+  origAdd.call(window, 'click', (event) => {
+    const link = event.composedPath().find((node) => node instanceof HTMLAnchorElement && node.href);
+    lastClick = link ? { event, link, at: now() } : null;
+  }, true);
+  const framedAt = (since) => {
+    const sent = [];
+    if (lastClick) {
+      const { event, link, at } = lastClick;
+      if (!event.defaultPrevented && namesAFrame((link.getAttribute('target') || '').toLowerCase())) sent.push(at);
+    }
+    if (lastSubmit && !lastSubmit.event.defaultPrevented && lastSubmit.event.target instanceof HTMLFormElement) {
+      const { event, at } = lastSubmit;
+      const target = ((event.submitter && event.submitter.getAttribute('formtarget')) || event.target.getAttribute('target') || '').toLowerCase();
+      if (namesAFrame(target)) sent.push(at);
+    }
+    const at = sent.length ? Math.max(...sent) : null;
+    return at === null || (since !== null && since !== undefined && at < since) ? null : Math.round(now() - at);
+  };
   // Read after dispatch, when `defaultPrevented` is final.
   const submittedAt = () => {
     if (!lastSubmit) return null;
@@ -595,6 +620,7 @@
       messages: pendingMessages(since),
       quietMs: Math.round(now() - Math.max(lastMutation, lastActivity)),
       leavingMs: leavingMs(),
+      framedMs: framedAt(since),
       // A document without scripts changes only while it loads: once loaded, it is settled.
       unscripted: document.scripts.length === 0,
       found: waitFor ? textMatches(waitFor) : null,

@@ -64,6 +64,11 @@ impl FrameLoads {
             .count()
     }
 
+    /// Whether any frame began loading, or committed, a document after `mark`.
+    pub(crate) fn begun_since(&self, mark: FrameMark) -> bool {
+        self.started > mark.started || self.commits > mark.commits
+    }
+
     /// The URL of the latest document a frame committed after `mark`.
     pub(crate) fn navigated_since(&self, mark: FrameMark) -> Option<&str> {
         (self.commits > mark.commits)

@@ -137,6 +137,9 @@ struct Probe {
     /// Milliseconds since the page started navigating away (`beforeunload`), if it did.
     #[serde(default)]
     leaving_ms: Option<u64>,
+    /// Milliseconds since a link or form of the action sent a document into a named frame.
+    #[serde(default)]
+    framed_ms: Option<u64>,
     /// The document has no scripts of its own (absent where the agent is missing).
     #[serde(default)]
     unscripted: bool,
@@ -366,11 +369,16 @@ impl Tab {
         }
         if let Some(mark) = baseline {
             let long = Duration::from_millis(LONG_REQUEST_MS);
-            let loading = lock(&self.events)
-                .frames
-                .loading_since(mark.frames, now, long);
+            let events = lock(&self.events);
+            let loading = events.frames.loading_since(mark.frames, now, long);
+            // A frame out of the agent's sight reports its load over its own connection.
+            let framed = probe
+                .framed_ms
+                .is_some_and(|ms| ms < NAVIGATION_START_GRACE_MS);
             if loading > 0 {
                 missing.push(format!("{loading} frame(s) loading a new document"));
+            } else if framed && !events.frames.begun_since(mark.frames) {
+                missing.push("a frame the action named is about to load".into());
             }
         }
         // A loaded document without scripts has nothing left to change it.
