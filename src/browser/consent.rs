@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use regex::Regex;
+use regex::bytes::{RegexSet, RegexSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -53,8 +53,12 @@ pub enum ConsentAction {
 struct Rules {
     /// Rules for any site: JSON array items, without the brackets.
     anywhere: String,
-    /// Rules for the sites whose URL matches.
-    sited: Vec<(Regex, String)>,
+    /// Rules for some sites: each for the URLs its pattern in `sites` (same index) matches.
+    sited: Vec<String>,
+    /// The sited rules' URL patterns as one set, matched on a URL's bytes with ASCII classes
+    /// (URLs are ASCII). Compiled one by one with Unicode classes, the 597 patterns and their
+    /// match caches held 16 MiB, a quarter of the service's memory.
+    sites: RegexSet,
 }
 
 static PARSED: LazyLock<Rules> = LazyLock::new(|| {
@@ -64,19 +68,39 @@ static PARSED: LazyLock<Rules> = LazyLock::new(|| {
     for rule in all["autoconsent"].as_array().into_iter().flatten() {
         let text = rule.to_string();
         match rule["runContext"]["urlPattern"].as_str() {
-            Some(pattern) => {
-                if let Ok(pattern) = Regex::new(pattern) {
-                    sited.push((pattern, text));
-                }
-            }
+            Some(pattern) => sited.push((pattern.to_string(), text)),
             None => anywhere.push(text),
         }
     }
+    let (sites, sited) = site_set(sited);
     Rules {
         anywhere: anywhere.join(","),
         sited,
+        sites,
     }
 });
+
+/// The set of the rules' URL patterns, and the rules in the set's order. A pattern the set
+/// cannot hold would fail the whole set: then each is tried alone (compiling 597 patterns one
+/// by one costs memory the process keeps), and those that fail are left out.
+fn site_set(sited: Vec<(String, String)>) -> (RegexSet, Vec<String>) {
+    let build = |patterns: &[&String]| {
+        let mut builder = RegexSetBuilder::new(patterns);
+        builder.unicode(false);
+        builder.build()
+    };
+    let patterns: Vec<&String> = sited.iter().map(|(pattern, _)| pattern).collect();
+    if let Ok(set) = build(&patterns) {
+        return (set, sited.into_iter().map(|(_, rule)| rule).collect());
+    }
+    let valid: Vec<(String, String)> = sited
+        .into_iter()
+        .filter(|(pattern, _)| build(&[pattern]).is_ok())
+        .collect();
+    let patterns: Vec<&String> = valid.iter().map(|(pattern, _)| pattern).collect();
+    let set = build(&patterns).unwrap_or_else(|_| RegexSet::empty());
+    (set, valid.into_iter().map(|(_, rule)| rule).collect())
+}
 
 /// What a document must have for autoconsent to find anything in it, as a script: one of the
 /// selectors each rule for any site needs to detect its dialog, or (in the top document, for
@@ -145,10 +169,7 @@ fn detect_patterns() -> String {
 
 /// Whether rules of its own apply to a document at `url`.
 fn has_own_rules(url: &str) -> bool {
-    PARSED
-        .sited
-        .iter()
-        .any(|(pattern, _)| pattern.is_match(url))
+    PARSED.sites.is_match(url.as_bytes())
 }
 
 /// The content script as an expression whose value is its `AutoConsent` class.
@@ -164,11 +185,9 @@ fn rules_for(url: &str) -> String {
     let mut out = String::with_capacity(rules.anywhere.len() + 2);
     out.push('[');
     out.push_str(&rules.anywhere);
-    for (pattern, rule) in &rules.sited {
-        if pattern.is_match(url) {
-            out.push(',');
-            out.push_str(rule);
-        }
+    for index in rules.sites.matches(url.as_bytes()) {
+        out.push(',');
+        out.push_str(&rules.sited[index]);
     }
     out.push(']');
     out
@@ -459,10 +478,12 @@ mod tests {
         }
         // A rule for one site (`^https?://(www\\.)?example\\.com/`) comes with that site only.
         let (host, rule) = PARSED
-            .sited
+            .sites
+            .patterns()
             .iter()
+            .zip(&PARSED.sited)
             .find_map(|(pattern, rule)| {
-                let host = pattern.as_str().strip_prefix(r"^https?://(www\.)?")?;
+                let host = pattern.strip_prefix(r"^https?://(www\.)?")?;
                 let host = host.split('/').next()?.replace(r"\.", ".");
                 host.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
@@ -477,6 +498,49 @@ mod tests {
         assert!(!anywhere.contains(&name));
         assert!(has_own_rules(&format!("https://{host}/")));
         assert!(!has_own_rules("https://example.test/"));
+    }
+
+    #[test]
+    fn every_sited_rule_is_in_the_set_and_classes_match_as_in_javascript() {
+        let all: Value = serde_json::from_str(RULES).unwrap();
+        let sited = all["autoconsent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rule| rule["runContext"]["urlPattern"].is_string())
+            .count();
+        assert!(sited > 500, "{sited}");
+        assert_eq!(PARSED.sited.len(), sited);
+        assert_eq!(PARSED.sites.len(), sited);
+        // `\w`, `[a-z]*` and `[^/]` in patterns, as JavaScript's RegExp reads them.
+        for (url, cmp) in [
+            ("https://store.dji.com/", "dji"),
+            ("https://www.amazon.de/gp", "amazon"),
+            ("https://portal.eltax.lta.go.jp/", "eltax"),
+        ] {
+            let rules: Value = serde_json::from_str(&rules_for(url)).unwrap();
+            let named = rules.as_array().unwrap().iter().any(|rule| {
+                rule["name"]
+                    .as_str()
+                    .is_some_and(|name| name.to_lowercase().contains(cmp))
+            });
+            assert!(named, "{url}: no rule named like {cmp}");
+        }
+        assert!(!has_own_rules("https://dji.com.example.test/"));
+    }
+
+    #[test]
+    fn a_pattern_the_set_cannot_hold_leaves_out_its_rule_only() {
+        let sited = [
+            ("^https://a\\.test/", "a"),
+            ("(unclosed", "bad"),
+            ("^https://b\\.", "b"),
+        ]
+        .map(|(pattern, rule)| (pattern.to_string(), rule.to_string()));
+        let (set, rules) = site_set(sited.to_vec());
+        assert_eq!(rules, ["a", "b"]);
+        let matched: Vec<usize> = set.matches(b"https://b.test/").into_iter().collect();
+        assert_eq!(matched, [1]);
     }
 
     #[test]
