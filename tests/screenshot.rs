@@ -1,4 +1,5 @@
-//! browser_screenshot: formats, full page, elements, annotation matching the element refs.
+//! browser_screenshot: formats, full page, elements, annotation matching the element refs, and
+//! a plain capture that is Chromium's own pixels.
 
 mod common;
 
@@ -78,6 +79,30 @@ async fn annotated_boxes_match_the_element_list_and_the_page() {
             "no box edge of {r} has its role colour"
         );
     }
+}
+
+#[tokio::test]
+async fn a_plain_screenshot_has_the_pixels_of_a_bare_capture_of_the_same_viewport() {
+    let s = "shot-bare";
+    let page = "light.html?bare-capture";
+    open(s, page).await;
+    let shot = ok("browser_screenshot", json!({ "session": s })).await;
+    let ours = decode(&shot).to_rgb8();
+    let bare = common::devtools::bare_capture(&harness().app, "bare-capture").await;
+    let bare = image::load_from_memory(&bare).unwrap().to_rgb8();
+    assert_eq!(ours.dimensions(), bare.dimensions());
+    let differing = ours
+        .pixels()
+        .zip(bare.pixels())
+        .filter(|(a, b)| a != b)
+        .count();
+    assert_eq!(differing, 0, "pixels differ from a bare capture");
+    // Not a blank image equal to a blank one: the page's heading is drawn.
+    let dark = ours
+        .pixels()
+        .filter(|p| p.0.iter().all(|c| *c < 64))
+        .count();
+    assert!(dark > 100, "{dark} dark pixels");
 }
 
 #[tokio::test]

@@ -114,3 +114,37 @@ fn resident_kb(pid: u32) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The page showing `url_part`, captured as PNG by a bare `Page.captureScreenshot` over a
+/// DevTools connection of the test's own: Chromium's pixels with no tool in between.
+pub async fn bare_capture(app: &App, url_part: &str) -> Vec<u8> {
+    use base64::Engine;
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let pages = page_targets(app).await;
+    let page = pages
+        .iter()
+        .find(|p| p["url"].as_str().is_some_and(|u| u.contains(url_part)))
+        .unwrap_or_else(|| panic!("no page shows {url_part}: {pages:#?}"));
+    let address = page["webSocketDebuggerUrl"]
+        .as_str()
+        .expect("a page socket");
+    let (mut socket, _) = tokio_tungstenite::connect_async(address)
+        .await
+        .expect("DevTools accepts a second client");
+    let ask = serde_json::json!({ "id": 1, "method": "Page.captureScreenshot", "params": { "format": "png" } });
+    socket.send(Message::text(ask.to_string())).await.unwrap();
+    while let Some(message) = socket.next().await {
+        let Message::Text(text) = message.expect("a DevTools message") else {
+            continue;
+        };
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        if answer["id"] == 1 {
+            let data = answer["result"]["data"].as_str().expect("an image");
+            return base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap();
+        }
+    }
+    panic!("DevTools closed before answering")
+}
