@@ -175,11 +175,17 @@
   // Submitting a form only plans its navigation: a task started later runs it (and only then
   // `beforeunload`), and a busy renderer may answer probes first. From the submit on, the page
   // counts as leaving, unless a handler cancelled the submit or it navigates elsewhere.
-  const leavesThisFrame = (form, submitter) => {
+  const isThisFrame = (target) => target === '' || target === '_self'
+    || (window === window.top && (target === '_top' || target === '_parent'));
+  // The browsing context a submission goes to, as its target names it ('' is this frame); null
+  // for a dialog's form, which goes nowhere.
+  const sentInto = (form, submitter) => {
     const attr = (own, name) => ((submitter && submitter.getAttribute(own)) || form.getAttribute(name) || '').toLowerCase();
-    const target = attr('formtarget', 'target');
-    const sameFrame = target === '' || target === '_self' || (window === window.top && (target === '_top' || target === '_parent'));
-    return sameFrame && attr('formmethod', 'method') !== 'dialog';
+    return attr('formmethod', 'method') === 'dialog' ? null : attr('formtarget', 'target');
+  };
+  const leavesThisFrame = (form, submitter) => {
+    const target = sentInto(form, submitter);
+    return target !== null && isThisFrame(target);
   };
   let lastSubmit = null;
   origAdd.call(window, 'submit', (event) => { lastSubmit = { event, at: now() }; }, true);
@@ -191,8 +197,7 @@
   // A link or form that sends its document into a frame by name: the frame (maybe inside a
   // cross-site frame, out of this agent's sight) loads it, and CDP reports that load over
   // another connection, later on a busy machine. From the click on, a frame is about to load.
-  const namesAFrame = (target) => target !== '' && target !== '_blank' && target !== '_self'
-    && !(window === window.top && (target === '_top' || target === '_parent'));
+  const namesAFrame = (target) => target !== null && target !== '_blank' && !isThisFrame(target);
   let lastClick = null;
   // The path is there only while the event is dispatched; `defaultPrevented` is final after.
   origAdd.call(window, 'click', (event) => {
@@ -200,18 +205,12 @@
     lastClick = link ? { event, link, at: now() } : null;
   }, true);
   const framedAt = (since) => {
-    const sent = [];
-    if (lastClick) {
-      const { event, link, at } = lastClick;
-      if (!event.defaultPrevented && namesAFrame((link.getAttribute('target') || '').toLowerCase())) sent.push(at);
-    }
-    if (lastSubmit && !lastSubmit.event.defaultPrevented && lastSubmit.event.target instanceof HTMLFormElement) {
-      const { event, at } = lastSubmit;
-      const target = ((event.submitter && event.submitter.getAttribute('formtarget')) || event.target.getAttribute('target') || '').toLowerCase();
-      if (namesAFrame(target)) sent.push(at);
-    }
-    const at = sent.length ? Math.max(...sent) : null;
-    return at === null || (since !== null && since !== undefined && at < since) ? null : Math.round(now() - at);
+    const click = lastClick && !lastClick.event.defaultPrevented
+      && namesAFrame((lastClick.link.getAttribute('target') || '').toLowerCase()) ? lastClick.at : null;
+    const submit = lastSubmit && !lastSubmit.event.defaultPrevented && lastSubmit.event.target instanceof HTMLFormElement
+      && namesAFrame(sentInto(lastSubmit.event.target, lastSubmit.event.submitter)) ? lastSubmit.at : null;
+    const at = click === null ? submit : Math.max(click, submit ?? click);
+    return at === null || (since != null && at < since) ? null : Math.round(now() - at);
   };
   // Read after dispatch, when `defaultPrevented` is final.
   const submittedAt = () => {

@@ -53,6 +53,9 @@ pub enum ConsentAction {
 struct Rules {
     /// Rules for any site: JSON array items, without the brackets.
     anywhere: String,
+    /// Selectors one of which a document must have for a rule for any site to find its dialog
+    /// there (see `PROBE`).
+    anywhere_selectors: Vec<String>,
     /// Rules for some sites: each for the URLs its pattern in `sites` (same index) matches.
     sited: Vec<String>,
     /// The sited rules' URL patterns as one set, matched on a URL's bytes with ASCII classes
@@ -63,18 +66,27 @@ struct Rules {
 
 static PARSED: LazyLock<Rules> = LazyLock::new(|| {
     let all: Value = serde_json::from_str(RULES).unwrap_or_default();
-    let mut anywhere = Vec::new();
+    let (mut anywhere, mut anywhere_selectors) = (Vec::new(), Vec::new());
     let mut sited = Vec::new();
     for rule in all["autoconsent"].as_array().into_iter().flatten() {
         let text = rule.to_string();
         match rule["runContext"]["urlPattern"].as_str() {
             Some(pattern) => sited.push((pattern.to_string(), text)),
-            None => anywhere.push(text),
+            None => {
+                anywhere.push(text);
+                let needed = rule["detectCmp"]
+                    .as_array()
+                    .and_then(|steps| needed_selectors(steps));
+                anywhere_selectors.extend(needed.into_iter().flatten());
+            }
         }
     }
+    anywhere_selectors.sort_unstable();
+    anywhere_selectors.dedup();
     let (sites, sited) = site_set(sited);
     Rules {
         anywhere: anywhere.join(","),
+        anywhere_selectors,
         sited,
         sites,
     }
@@ -108,18 +120,8 @@ fn site_set(sited: Vec<(String, String)>) -> (RegexSet, Vec<String>) {
 /// patterns. A document with neither is not given the 260 KB content script: most pages have
 /// no consent dialog, and a navigation should not pay for looking.
 static PROBE: LazyLock<String> = LazyLock::new(|| {
-    let all: Value = serde_json::from_str(RULES).unwrap_or_default();
-    let mut selectors: Vec<String> = all["autoconsent"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|rule| rule["runContext"]["urlPattern"].is_null())
-        .filter_map(|rule| needed_selectors(rule["detectCmp"].as_array()?))
-        .flatten()
-        .collect();
-    selectors.sort_unstable();
-    selectors.dedup();
-    let selectors = serde_json::to_string(&selectors).unwrap_or_else(|_| "[]".into());
+    let selectors =
+        serde_json::to_string(&PARSED.anywhere_selectors).unwrap_or_else(|_| "[]".into());
     format!(
         "(function (top) {{ var selectors = {selectors}; var patterns = [{patterns}];\n{PROBE_JS}\nreturn [location.href, location.origin, maybe(top)]; }})",
         patterns = detect_patterns(),

@@ -44,14 +44,22 @@ pub async fn page_targets(app: &App) -> Vec<Value> {
         .collect()
 }
 
-/// The target id of the page showing `url_part`.
-pub async fn target_showing(app: &App, url_part: &str) -> String {
+/// The page target showing `url_part`, as `/json/list` describes it.
+async fn page_showing(app: &App, url_part: &str) -> Value {
     let pages = page_targets(app).await;
-    let page = pages
+    pages
         .iter()
         .find(|p| p["url"].as_str().is_some_and(|u| u.contains(url_part)))
-        .unwrap_or_else(|| panic!("no page shows {url_part}: {pages:#?}"));
-    page["id"].as_str().unwrap().to_string()
+        .cloned()
+        .unwrap_or_else(|| panic!("no page shows {url_part}: {pages:#?}"))
+}
+
+/// The target id of the page showing `url_part`.
+pub async fn target_showing(app: &App, url_part: &str) -> String {
+    page_showing(app, url_part).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The browser's renderer process using the most memory: its pid and resident set in kB.
@@ -121,11 +129,7 @@ pub async fn bare_capture(app: &App, url_part: &str) -> Vec<u8> {
     use base64::Engine;
     use futures::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    let pages = page_targets(app).await;
-    let page = pages
-        .iter()
-        .find(|p| p["url"].as_str().is_some_and(|u| u.contains(url_part)))
-        .unwrap_or_else(|| panic!("no page shows {url_part}: {pages:#?}"));
+    let page = page_showing(app, url_part).await;
     let address = page["webSocketDebuggerUrl"]
         .as_str()
         .expect("a page socket");
