@@ -1,6 +1,6 @@
 //! The names webpilot's nouns go by: whose (`TenantName`), which session (`SessionName`), and
 //! the two together (`SessionId`, the key of every session everywhere: the browser's registry,
-//! the cluster's records, live-view links). A session name is checked once, when it enters
+//! the cluster's records, live-view links), and which crawl task (`TaskId`). A session name is checked once, when it enters
 //! (`SessionName::choose` decides a call's session for every front), and the operator is a named
 //! value; the empty string it is stored as exists only at the database's edge.
 //! Also the one source of unguessable names and secrets (`random_bytes`, `unguessable`).
@@ -206,6 +206,54 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// A crawl task's id, `crawl-<ms>-<instance>-<n>`: made by the crawler, and read back from a
+/// caller once, on the way in (`parse`). What does not have an id's shape is answered as the
+/// unknown task it is, so a caller's text reaches the store only as an id.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(transparent)]
+pub struct TaskId(Arc<str>);
+
+/// The longest task id: the prefix, a time, an instance's name and a counter.
+const MAX_TASK_ID: usize = 160;
+
+impl TaskId {
+    /// The id of a task this instance creates; `made` has the id's shape.
+    pub fn made(made: String) -> Self {
+        Self(made.into())
+    }
+
+    /// A task id a caller sent: `NO_SUCH_TASK` when it has no id's shape.
+    pub fn parse(id: &str) -> ToolResult<Self> {
+        let id = id.trim();
+        let shaped = id.len() > "crawl-".len()
+            && id.starts_with("crawl-")
+            && id.len() <= MAX_TASK_ID
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !shaped {
+            return Err(ToolError::new(
+                crate::error::ErrorCode::NoSuchTask,
+                format!("no crawl task {id:?}"),
+            )
+            .with_hint("use a task_id crawl_batch returned (crawl-…)"));
+        }
+        Ok(Self(id.into()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// `N` bytes of the operating system's randomness. Every secret, key and unguessable name is
 /// drawn here. Without the OS's randomness there is no safe name or secret to give, and on
 /// Linux it fails only before the kernel's pool is first seeded, so a failure ends the process
@@ -269,6 +317,23 @@ mod tests {
         let acme = TenantName::keyed("acme");
         assert_eq!(TenantName::from_stored(acme.stored()), acme);
         assert!(!acme.is_operator());
+    }
+
+    #[test]
+    fn task_ids_are_read_back_only_in_their_shape() {
+        let id = TaskId::parse(" crawl-18c2f0a1b2c-web-1.host_a-0 ").unwrap();
+        assert_eq!(id.as_str(), "crawl-18c2f0a1b2c-web-1.host_a-0");
+        for bad in [
+            "",
+            "crawl-",
+            "task-1",
+            "crawl-1' OR '1'='1",
+            "crawl-1/../x",
+            &format!("crawl-{}", "a".repeat(200)),
+        ] {
+            let error = TaskId::parse(bad).unwrap_err();
+            assert_eq!(error.code, crate::error::ErrorCode::NoSuchTask, "{bad:?}");
+        }
     }
 
     #[test]

@@ -32,11 +32,12 @@
 //! - [`server`]: axum fronts — REST, chat (SSE), crawler, MCP, the live view, OpenAPI, auth,
 //!   shutdown.
 //! - [`app`]: wires everything together for the server and the CLI.
+//! - [`fuzzing`]: the parsers of outside input as fuzz targets (`fuzz/`, replayed by the suite).
 //!
 //! Dependencies point one way, down the layers of ARCHITECTURE.md (checked from the parsed
-//! imports by `tests/architecture.rs`): `cli` → `server` → `app` → `agent` | `replay` → `tools` →
-//! `crawl` | `trace` → `pages` → `browser` | `web` → `egress` | `profiles` → `tenancy` → `db` →
-//! `policy` | `metrics` → `config` → `error` | `ids` | `sync`.
+//! imports by `tests/architecture.rs`): `cli` → `server` → `app` | `fuzzing` → `agent` |
+//! `replay` → `tools` → `crawl` | `trace` → `pages` → `browser` | `web` → `egress` | `profiles` →
+//! `tenancy` → `db` → `policy` | `metrics` → `config` → `error` | `ids` | `sync`.
 
 pub mod agent;
 pub mod app;
@@ -47,6 +48,8 @@ pub mod crawl;
 pub mod db;
 pub mod egress;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ids;
 pub mod metrics;
 pub mod pages;

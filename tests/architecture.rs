@@ -33,7 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["crawl", "trace"],
     &["tools"],
     &["agent", "replay"],
-    &["app"],
+    &["app", "fuzzing"],
     &["server"],
     &["cli"],
 ];

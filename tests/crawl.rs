@@ -238,11 +238,15 @@ async fn arguments_checked(harness: &Harness) {
         let (_, body) = call_at(api, "crawl_batch", args.clone()).await;
         assert_eq!(body["error"]["code"], code, "{args}: {body:#}");
     }
-    let (status, body) = call_at(api, "crawl_status", json!({"task_id": "crawl-nope"})).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (404, Some("NO_SUCH_TASK"))
-    );
+    // An unknown id, and text that is no id at all, are the same unknown task.
+    for id in ["crawl-nope", "x' OR '1'='1", "crawl-../../etc"] {
+        let (status, body) = call_at(api, "crawl_status", json!({"task_id": id})).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (404, Some("NO_SUCH_TASK")),
+            "{id}: {body:#}"
+        );
+    }
     // An unknown state filter is the caller's mistake, not an empty list.
     let listed = common::client()
         .get(format!("{api}/api/crawler/tasks?status=bogus"))

@@ -9,8 +9,8 @@ pub mod conversations;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::config::LlmConfig;
@@ -51,8 +51,10 @@ pub struct ChatRequest {
     pub session: Option<String>,
 }
 
-/// What the loop reports while it runs.
-#[derive(Debug, Clone)]
+/// What the loop reports while it runs. Each is one SSE event: `name()`, then the variant's
+/// fields as its JSON data.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
 pub enum AgentEvent {
     Message {
         delta: String,
@@ -79,12 +81,32 @@ pub enum AgentEvent {
     },
     /// A tool call waits for a person in the session's live view.
     Handoff(HandoffProgress),
-    Done(Value),
+    Done(Finished),
     /// The loop stopped: the contract's error, and the model API's HTTP status when it answered.
     Error {
+        #[serde(flatten)]
         error: ToolError,
         status: Option<u16>,
     },
+}
+
+/// How the loop ended (`done`): the model's last message, the tokens its turns used, and why it
+/// stopped. A chat answered as one JSON body (no stream) also carries its calls and transcript.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finished {
+    pub message: String,
+    /// The model API's usage counts, summed over the turns.
+    pub usage: Map<String, Value>,
+    pub iterations: usize,
+    /// `answered`, or the limit that stopped it.
+    pub stopped: &'static str,
+    /// A hand-off the loop waited on ended without the person (true) or with them (false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoff_timed_out: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Value>>,
 }
 
 impl AgentEvent {
@@ -99,42 +121,6 @@ impl AgentEvent {
             AgentEvent::Handoff(_) => "handoff",
             AgentEvent::Done(_) => "done",
             AgentEvent::Error { .. } => "error",
-        }
-    }
-
-    /// The SSE data.
-    pub fn data(&self) -> Value {
-        match self {
-            AgentEvent::Message { delta } | AgentEvent::Thinking { delta } => {
-                json!({ "delta": delta })
-            }
-            AgentEvent::ToolCall {
-                id,
-                name,
-                arguments,
-            } => {
-                json!({ "id": id, "name": name, "arguments": arguments })
-            }
-            AgentEvent::ToolStarted { id, name } => json!({ "id": id, "name": name }),
-            AgentEvent::ToolResult {
-                id,
-                name,
-                summary,
-                result,
-            } => {
-                json!({ "id": id, "name": name, "summary": summary, "result": result })
-            }
-            AgentEvent::Handoff(progress) => json!({
-                "session": progress.session,
-                "message": progress.message,
-                "live_url": progress.live_url,
-            }),
-            AgentEvent::Done(done) => done.clone(),
-            AgentEvent::Error { error, status } => {
-                let mut data = json!(error);
-                data["status"] = json!(status);
-                data
-            }
         }
     }
 }
@@ -281,16 +267,15 @@ impl Agent {
             }
         };
         if let Some((iterations, usage, stopped, message)) = stopped {
-            let mut done = json!({
-                "message": message,
-                "usage": usage,
-                "iterations": iterations,
-                "stopped": stopped,
-            });
-            if let Some(timed_out) = handoff_timed_out(&plan.messages) {
-                done["handoff_timed_out"] = json!(timed_out);
-            }
-            let _ = events.send(AgentEvent::Done(done));
+            let _ = events.send(AgentEvent::Done(Finished {
+                message,
+                usage,
+                iterations,
+                stopped,
+                handoff_timed_out: handoff_timed_out(&plan.messages),
+                tool_calls: None,
+                messages: None,
+            }));
         }
         plan.messages
     }
@@ -300,8 +285,8 @@ impl Agent {
         &self,
         plan: &mut Plan,
         events: &mpsc::UnboundedSender<AgentEvent>,
-    ) -> Option<(usize, Value, &'static str, String)> {
-        let mut usage = json!({});
+    ) -> Option<(usize, Map<String, Value>, &'static str, String)> {
+        let mut usage = Map::new();
         for iteration in 1..=plan.max_iterations {
             let turn = match self.one_turn(plan, events).await {
                 Ok(turn) => turn,
@@ -515,14 +500,14 @@ fn summarize(name: &str, arguments: &Value, result: &ToolResult<ToolOutput>) -> 
 }
 
 /// Adds the numeric fields of `more` into `total`.
-fn add_usage(total: &mut Value, more: Option<&Value>) {
-    let (Some(Value::Object(more)), Value::Object(total)) = (more, total) else {
+fn add_usage(total: &mut Map<String, Value>, more: Option<&Value>) {
+    let Some(Value::Object(more)) = more else {
         return;
     };
     for (key, value) in more {
         if let Some(n) = value.as_u64() {
             let sum = total.get(key).and_then(Value::as_u64).unwrap_or(0) + n;
-            total.insert(key.clone(), json!(sum));
+            total.insert(key.clone(), sum.into());
         }
     }
 }

@@ -11,7 +11,7 @@ use super::tab::Tab;
 use crate::error::ToolResult;
 
 /// Paper sizes, in inches as `Page.printToPDF` takes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 pub enum Paper {
     #[default]
     #[serde(alias = "a4")]

@@ -42,7 +42,7 @@ impl Crawler {
     /// Marks what a map lists without reading (its last hop, sitemap and llms.txt entries) as
     /// skipped where robots.txt keeps a crawl from reading it, as a crawl would report it, so
     /// that a map shows what may be read rather than everything linked.
-    async fn judge_listed_by_robots(&self, tenant: &Arc<Tenant>, id: &str, found: &mut [Found]) {
+    async fn judge_listed_by_robots(&self, tenant: &Arc<Tenant>, id: &TaskId, found: &mut [Found]) {
         for entry in found.iter_mut().filter(|f| f.list_only && f.skip.is_none()) {
             let url = url::Url::parse(&entry.url).ok();
             if let Err(rule) = self.robots_allow(tenant, id, url.as_ref()).await {
@@ -81,7 +81,7 @@ impl Crawler {
     async fn add_found(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &TaskId,
         follow: &Follow,
         found: &[Found],
     ) -> Option<Vec<bool>> {
@@ -145,7 +145,7 @@ impl Crawler {
     async fn sitemap_pages(
         &self,
         tenant: &Arc<Tenant>,
-        id: &str,
+        id: &TaskId,
         frontier: &Frontier,
     ) -> Vec<Found> {
         let limit = self.max_pages(tenant, &frontier.follow);

@@ -9,8 +9,8 @@ mod frontier;
 mod model;
 mod reading;
 mod reports;
-mod robots;
-mod sitemaps;
+pub(crate) mod robots;
+pub(crate) mod sitemaps;
 mod store;
 mod webhook;
 
@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, broadcast};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +33,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{CrawlConfig, RobotsRule};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::TaskId;
 use crate::pages::{Page, PageOptions, Pages};
 use crate::tenancy::{Tenant, Tenants};
 use frontier::Frontier;
@@ -60,10 +60,10 @@ pub struct Crawler {
     /// their sitemaps always.
     robots: RobotsBook,
     webhooks: Webhooks,
-    channels: Mutex<HashMap<String, broadcast::Sender<CrawlEvent>>>,
+    channels: Mutex<HashMap<TaskId, broadcast::Sender<CrawlEvent>>>,
     /// Tasks this instance is working on, each with what wakes it when an item of the task
     /// finished anywhere (a host slot may be free).
-    runners: Mutex<HashMap<String, Arc<Notify>>>,
+    runners: Mutex<HashMap<TaskId, Arc<Notify>>>,
     /// Serialises "record an outcome, announce it" so progress numbers go out in order.
     finishing: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
@@ -85,7 +85,7 @@ const RESCAN_EVERY: Duration = Duration::from_secs(5);
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Notice {
-    Created { created: String },
+    Created { created: TaskId },
     Event(CrawlEvent),
 }
 
@@ -189,7 +189,7 @@ impl Crawler {
         tenant: &Tenant,
         urls: Vec<String>,
         options: TaskOptions,
-    ) -> ToolResult<String> {
+    ) -> ToolResult<TaskId> {
         self.check_limits(tenant, &urls, &options)?;
         let mut options = options;
         let items = match &options.follow {
@@ -202,11 +202,11 @@ impl Crawler {
         };
         let now = now_ms();
         let task = TaskRow {
-            id: format!(
+            id: TaskId::made(format!(
                 "crawl-{now:x}-{}-{}",
                 self.lease.owner,
                 self.next_id.fetch_add(1, Ordering::Relaxed)
-            ),
+            )),
             tenant: tenant.name().clone(),
             created_ms: now as i64,
             status: TaskStatus::Pending,
@@ -219,8 +219,12 @@ impl Crawler {
             .map_err(database_error)?;
         if let (Some(url), Some(owner)) = (&task.options.webhook, self.tenants.named(&task.tenant))
         {
-            let event = json!({ "event": "started", "task_id": task.id, "total": task.total });
-            self.webhooks.send(&owner, &task.id, url, event, false);
+            let started = webhook::Started {
+                task_id: &task.id,
+                total: task.total,
+            };
+            self.webhooks
+                .send((&owner, &task.id), url, "started", &started, false);
         }
         self.spawn(task.id.clone());
         Ok(task.id)
@@ -281,14 +285,14 @@ impl Crawler {
     }
 
     /// The secret task `id`'s webhook events are signed with (hex), for its caller to check.
-    pub fn webhook_secret(&self, id: &str) -> String {
+    pub fn webhook_secret(&self, id: &TaskId) -> String {
         self.webhooks.task_secret(id)
     }
 
     /// Cancels `tenant`'s pending or running task on every instance: URLs not read yet are
     /// skipped as cancelled, pages being read are not recorded, no further page is fetched, and
     /// the task's subscribers and webhook hear `cancelled`. A finished task stays as it is.
-    pub async fn cancel(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
+    pub async fn cancel(&self, tenant: &Tenant, id: &TaskId) -> ToolResult<TaskSummary> {
         // Another tenant's task is as unknown as one that never was.
         self.owned(tenant, id).await?;
         let cancelled = self.store.cancel(id).await.map_err(database_error)?;
@@ -316,7 +320,7 @@ impl Crawler {
     /// with its `total` and `counts`.
     async fn ended(
         &self,
-        id: &str,
+        id: &TaskId,
         tenant: &crate::ids::TenantName,
         webhook: Option<&str>,
         status: TaskStatus,
@@ -324,13 +328,18 @@ impl Crawler {
         counts: store::Counts,
     ) {
         if let (Some(url), Some(owner)) = (webhook, self.tenants.named(tenant)) {
-            let event = json!({ "event": status.as_str(), "task_id": id, "total": total,
-                "progress": counts.finished, "errors": counts.failed,
-                "skipped": counts.skipped });
-            self.webhooks.send(&owner, id, url, event, true);
+            let ended = webhook::Ended {
+                task_id: id,
+                total,
+                progress: counts.finished,
+                errors: counts.failed,
+                skipped: counts.skipped,
+            };
+            self.webhooks
+                .send((&owner, id), url, status.as_str(), &ended, true);
         }
         self.announce(CrawlEvent::Done {
-            task_id: id.to_string(),
+            task_id: id.clone(),
             status,
             progress: counts.finished,
             total,
@@ -347,7 +356,7 @@ impl Crawler {
     }
 
     /// Starts working on task `id` unless this instance already is.
-    fn spawn(self: &Arc<Self>, id: String) {
+    fn spawn(self: &Arc<Self>, id: TaskId) {
         let mut runners = self.runners.locked();
         if self.stop.is_cancelled() || runners.contains_key(&id) {
             return;
@@ -365,7 +374,7 @@ impl Crawler {
     }
 
     /// Claims and reads the task's items until none is pending, then concludes it.
-    async fn run(self: &Arc<Self>, id: &str, finished_elsewhere: &Notify) -> anyhow::Result<()> {
+    async fn run(self: &Arc<Self>, id: &TaskId, finished_elsewhere: &Notify) -> anyhow::Result<()> {
         let Some(task) = self.store.task(id).await? else {
             return Ok(());
         };
@@ -405,7 +414,7 @@ impl Crawler {
             while running.try_join_next().is_some() {}
             match self.store.claim(id, &self.lease).await? {
                 Claim::Item { index, url, depth } => {
-                    let (crawler, tenant, id) = (self.clone(), tenant.clone(), id.to_string());
+                    let (crawler, tenant, id) = (self.clone(), tenant.clone(), id.clone());
                     let (options, frontier) = (options.clone(), frontier.clone());
                     let page_hook = page_hook.clone();
                     running.spawn(async move {
@@ -464,7 +473,7 @@ impl Crawler {
     /// Sets a task whose items all finished to its final status and announces it, once across
     /// all instances.
     async fn conclude(&self, task: &TaskRow) -> anyhow::Result<()> {
-        let id = task.id.as_str();
+        let id = &task.id;
         self.robots.forget(id);
         let counts = self.store.counts(id).await?;
         // Everything found: the task's total grew while it ran.

@@ -73,7 +73,7 @@ pub struct TaskOptions {
 /// A task without its results.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TaskSummary {
-    pub task_id: String,
+    pub task_id: TaskId,
     pub status: TaskStatus,
     /// URLs finished (read, failed or skipped when their turn came).
     pub progress: usize,
@@ -213,7 +213,7 @@ pub struct TaskList {
 #[serde(untagged)]
 pub enum CrawlEvent {
     Progress {
-        task_id: String,
+        task_id: TaskId,
         index: usize,
         url: String,
         ok: bool,
@@ -226,7 +226,7 @@ pub enum CrawlEvent {
         skipped: Option<SkipReason>,
     },
     Done {
-        task_id: String,
+        task_id: TaskId,
         status: TaskStatus,
         progress: usize,
         total: usize,
@@ -243,10 +243,5 @@ impl CrawlEvent {
             CrawlEvent::Progress { .. } => "progress",
             CrawlEvent::Done { .. } => "done",
         }
-    }
-
-    /// The SSE data.
-    pub fn data(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_default()
     }
 }

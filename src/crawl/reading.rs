@@ -7,7 +7,7 @@ use super::*;
 
 /// One URL of a task.
 pub(super) struct Item<'a> {
-    pub(super) id: &'a str,
+    pub(super) id: &'a TaskId,
     pub(super) index: usize,
     pub(super) url: String,
     /// Link hops from a seed.
@@ -88,7 +88,7 @@ impl Crawler {
     async fn record(&self, tenant: &Arc<Tenant>, item: &Item<'_>, outcome: ItemOutcome) {
         let (id, index) = (item.id, item.index);
         let mut event = CrawlEvent::Progress {
-            task_id: id.to_string(),
+            task_id: id.clone(),
             index,
             url: item.url.clone(),
             ok: matches!(outcome, ItemOutcome::Read(_)),
@@ -121,9 +121,8 @@ impl Crawler {
                     *total = recorded.total;
                 }
                 if let Some(hook) = item.page_hook {
-                    let mut page = event.data();
-                    page["event"] = json!("page");
-                    self.webhooks.send(tenant, id, hook, page, false);
+                    self.webhooks
+                        .send((tenant, id), hook, "page", &event, false);
                 }
                 // A shared store told every instance (this one too).
                 if !shared {
@@ -156,7 +155,7 @@ impl Crawler {
     pub(super) async fn robots_allow(
         &self,
         tenant: &Arc<Tenant>,
-        id: &str,
+        id: &TaskId,
         url: Option<&url::Url>,
     ) -> ToolResult<Option<Duration>> {
         let obeyed = self.config.robots == RobotsRule::Obey || tenant.obeys_robots();
@@ -173,7 +172,7 @@ impl Crawler {
     /// instance (which reads the item again), so the outcome must not be recorded.
     async fn renewing<T>(
         &self,
-        id: &str,
+        id: &TaskId,
         index: usize,
         work: impl Future<Output = T>,
     ) -> Option<T> {

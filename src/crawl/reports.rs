@@ -13,13 +13,13 @@ impl Crawler {
     pub async fn subscribe(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &TaskId,
     ) -> ToolResult<(TaskSummary, broadcast::Receiver<CrawlEvent>)> {
         // Subscribed before reading the status: a `done` in between is in the receiver.
         let receiver = {
             let mut channels = self.channels.locked();
             channels
-                .entry(id.to_string())
+                .entry(id.clone())
                 .or_insert_with(|| broadcast::channel(EVENT_BUFFER).0)
                 .subscribe()
         };
@@ -35,18 +35,17 @@ impl Crawler {
 
     /// Status and counts of `tenant`'s task, without its results. Another tenant's task is as
     /// unknown as one that never was.
-    pub async fn summary(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskSummary> {
+    pub async fn summary(&self, tenant: &Tenant, id: &TaskId) -> ToolResult<TaskSummary> {
         let task = self.owned(tenant, id).await?;
         self.summarize(task).await
     }
 
     /// `tenant`'s task as stored; another tenant's is as unknown as one that never was.
-    pub(super) async fn owned(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskRow> {
+    pub(super) async fn owned(&self, tenant: &Tenant, id: &TaskId) -> ToolResult<TaskRow> {
         self.store
-            .task(id)
+            .owned_task(tenant.name(), id)
             .await
             .map_err(database_error)?
-            .filter(|task| &task.tenant == tenant.name())
             .ok_or_else(|| no_such_task(id))
     }
 
@@ -72,7 +71,7 @@ pub(super) fn summary_of(task: TaskRow, counts: store::Counts) -> TaskSummary {
 
 impl Crawler {
     /// Status, results and errors of a task, in the order URLs finished.
-    pub async fn status(&self, tenant: &Tenant, id: &str) -> ToolResult<TaskReport> {
+    pub async fn status(&self, tenant: &Tenant, id: &TaskId) -> ToolResult<TaskReport> {
         let summary = self.summary(tenant, id).await?;
         let finished = self.store.finished(id).await.map_err(database_error)?;
         Ok(with_items(summary, finished))
@@ -83,7 +82,7 @@ impl Crawler {
     pub async fn status_page(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &TaskId,
         from: usize,
         max_chars: usize,
     ) -> ToolResult<(TaskReport, Option<usize>)> {
@@ -170,7 +169,10 @@ pub(super) fn with_items(summary: TaskSummary, items: Vec<ItemRow>) -> TaskRepor
     }
 }
 
-pub(super) fn no_such_task(id: &str) -> ToolError {
-    ToolError::new(ErrorCode::NoSuchTask, format!("no crawl task {id:?}"))
-        .with_hint("use the task_id crawl_batch returned; GET /api/crawler/tasks lists tasks")
+pub(super) fn no_such_task(id: &TaskId) -> ToolError {
+    ToolError::new(
+        ErrorCode::NoSuchTask,
+        format!("no crawl task {:?}", id.as_str()),
+    )
+    .with_hint("use the task_id crawl_batch returned; GET /api/crawler/tasks lists tasks")
 }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::TaskId;
 use crate::sync::Locked;
 use crate::tenancy::Tenant;
 use crate::web::WebService;
@@ -34,7 +35,7 @@ enum SiteRules {
 /// One task's view of one site: robots.txt is read once per task per origin.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct TaskSite {
-    task: String,
+    task: TaskId,
     origin: String,
 }
 
@@ -67,7 +68,7 @@ impl RobotsBook {
     pub(super) async fn check(
         &self,
         tenant: &Arc<Tenant>,
-        task: &str,
+        task: &TaskId,
         url: &Url,
     ) -> ToolResult<Option<Duration>> {
         let origin = url.origin().ascii_serialization();
@@ -81,10 +82,7 @@ impl RobotsBook {
                 url.path(),
                 self.agent
             ))),
-            SiteRules::Rules(robot) => Ok(robot
-                .delay
-                .filter(|secs| secs.is_finite() && *secs > 0.0)
-                .map(|secs| Duration::from_secs_f32(secs).min(MAX_DELAY))),
+            SiteRules::Rules(robot) => Ok(crawl_delay(robot)),
         }
     }
 
@@ -92,7 +90,7 @@ impl RobotsBook {
     pub(super) async fn sitemaps(
         &self,
         tenant: &Arc<Tenant>,
-        task: &str,
+        task: &TaskId,
         origin: &str,
     ) -> Vec<String> {
         match self.rules(tenant, task, origin).await.as_ref() {
@@ -102,12 +100,12 @@ impl RobotsBook {
     }
 
     /// `origin`'s rules for task `task`, fetched by the first that asks.
-    async fn rules(&self, tenant: &Arc<Tenant>, task: &str, origin: &str) -> Arc<SiteRules> {
+    async fn rules(&self, tenant: &Arc<Tenant>, task: &TaskId, origin: &str) -> Arc<SiteRules> {
         let cell = self
             .sites
             .locked()
             .entry(TaskSite {
-                task: task.to_string(),
+                task: task.clone(),
                 origin: origin.to_string(),
             })
             .or_default()
@@ -124,8 +122,7 @@ impl RobotsBook {
         let client = &self.web.client;
         match client.get_limited(&url, tenant.policy(), MAX_BYTES).await {
             Ok(fetched) if (200..300).contains(&fetched.status) => {
-                let body = whole_lines(fetched.body, fetched.truncated);
-                texting_robots::Robot::new(&self.agent, &body)
+                read_rules(&self.agent, fetched.body, fetched.truncated)
                     .map_or(SiteRules::Open, SiteRules::Rules)
             }
             Ok(fetched) if (400..500).contains(&fetched.status) => SiteRules::Open,
@@ -149,13 +146,28 @@ impl RobotsBook {
     }
 
     /// Forgets a finished task's rules.
-    pub(super) fn forget(&self, task: &str) {
-        self.sites.locked().retain(|site, _| site.task != task);
+    pub(super) fn forget(&self, task: &TaskId) {
+        self.sites.locked().retain(|site, _| &site.task != task);
     }
 }
 
 /// A file read in part without its last line, which may be cut (`Disallow: /private` read as
 /// `Disallow: /`).
+/// A robots.txt's rules for `agent`, from the file's first bytes (`cut`: there were more);
+/// `None` when texting_robots makes nothing of it (then everything may be read).
+pub(crate) fn read_rules(agent: &str, body: Vec<u8>, cut: bool) -> Option<texting_robots::Robot> {
+    texting_robots::Robot::new(agent, &whole_lines(body, cut)).ok()
+}
+
+/// The pause a site asks for between fetches, at most `MAX_DELAY`. The value is the file's:
+/// one too large for a `Duration` (`Crawl-delay: 1e30`) is the longest pause, not a panic.
+pub(crate) fn crawl_delay(robot: &texting_robots::Robot) -> Option<Duration> {
+    robot
+        .delay
+        .filter(|secs| secs.is_finite() && *secs > 0.0)
+        .map(|secs| Duration::try_from_secs_f32(secs).map_or(MAX_DELAY, |d| d.min(MAX_DELAY)))
+}
+
 fn whole_lines(mut body: Vec<u8>, cut: bool) -> Vec<u8> {
     if cut {
         let end = body

@@ -47,25 +47,47 @@ pub(super) async fn pages_listed(
                 continue;
             }
         };
-        let Some(body) = unpacked(body) else {
+        let Some(listed) = read_file(body, limit - found.len()) else {
             tracing::debug!(%sitemap, "sitemap not unpacked");
             continue;
         };
-        for record in sitemapo::Parser::new(body.as_slice()) {
-            match record {
-                Ok(sitemapo::Record::Entry(entry)) if found.len() < limit => {
-                    found.push((entry.location.to_string(), sitemap.to_string()));
-                }
-                Ok(sitemapo::Record::Entry(_)) => break,
-                Ok(sitemapo::Record::Sitemap(child)) => queue.push_back(child.location),
-                Err(error) => {
-                    tracing::debug!(%sitemap, %error, "sitemap read in part");
-                    break;
-                }
+        found.extend(
+            listed
+                .pages
+                .into_iter()
+                .map(|page| (page, sitemap.to_string())),
+        );
+        queue.extend(listed.sitemaps);
+    }
+    found
+}
+
+/// What one sitemap file lists.
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    pub pages: Vec<String>,
+    pub sitemaps: Vec<Url>,
+}
+
+/// The pages (at most `room`) and the sitemaps one file lists, gunzipped when it is gzip; its
+/// records up to the first it cannot read. `None` when it does not unpack.
+pub(crate) fn read_file(body: Vec<u8>, room: usize) -> Option<Listed> {
+    let body = unpacked(body)?;
+    let mut listed = Listed::default();
+    for record in sitemapo::Parser::new(body.as_slice()) {
+        match record {
+            Ok(sitemapo::Record::Entry(entry)) if listed.pages.len() < room => {
+                listed.pages.push(entry.location.to_string());
+            }
+            Ok(sitemapo::Record::Entry(_)) => break,
+            Ok(sitemapo::Record::Sitemap(child)) => listed.sitemaps.push(child.location),
+            Err(error) => {
+                tracing::debug!(%error, "sitemap read in part");
+                break;
             }
         }
     }
-    found
+    Some(listed)
 }
 
 /// A sitemap's bytes, gunzipped when they are gzip (whatever the file is called).

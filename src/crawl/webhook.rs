@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use data_encoding::HEXLOWER;
 use hmac::{Hmac, KeyInit, Mac};
-use serde_json::Value;
+use serde::Serialize;
 use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use url::Url;
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::ids::TaskId;
 use crate::sync::Locked;
 use crate::tenancy::Tenant;
 use crate::web::WebService;
@@ -44,7 +45,7 @@ pub(super) struct Webhooks {
     allow: Vec<String>,
     web: Arc<WebService>,
     /// Each task's queue on this instance, delivered one event after another.
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
+    queues: Mutex<HashMap<TaskId, mpsc::UnboundedSender<String>>>,
     stop: CancellationToken,
     tasks: TaskTracker,
 }
@@ -94,31 +95,37 @@ impl Webhooks {
     }
 
     /// Task `task`'s own signing secret (hex): the key its receiver checks signatures with.
-    pub(super) fn task_secret(&self, task: &str) -> String {
+    pub(super) fn task_secret(&self, task: &TaskId) -> String {
         HEXLOWER.encode(&self.derive(task))
     }
 
-    fn derive(&self, task: &str) -> Vec<u8> {
+    fn derive(&self, task: &TaskId) -> Vec<u8> {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret)
             .expect("HMAC takes keys of any length");
         mac.update(b"webpilot crawl webhook\n");
-        mac.update(task.as_bytes());
+        mac.update(task.as_str().as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// Queues `event` (an object with its `event` name) for task `task`'s webhook at `url`;
-    /// `last` ends the task's queue once it is delivered.
+    /// Queues event `name` with `fields` for task `task`'s webhook at `url`, as one JSON object
+    /// (`{"event": name, …fields}`); `last` ends the task's queue once it is delivered.
     pub(super) fn send(
         &self,
-        tenant: &Arc<Tenant>,
-        task: &str,
+        (tenant, task): (&Arc<Tenant>, &TaskId),
         url: &str,
-        event: Value,
+        name: &str,
+        fields: &impl Serialize,
         last: bool,
     ) {
         let Ok(parsed) = Url::parse(url) else { return };
+        let Ok(event) = serde_json::to_string(&Named {
+            event: name,
+            fields,
+        }) else {
+            return;
+        };
         let mut queues = self.queues.locked();
-        let queue = queues.entry(task.to_string()).or_insert_with(|| {
+        let queue = queues.entry(task.clone()).or_insert_with(|| {
             let hook = Hook {
                 listed: self.listed(url),
                 url: parsed,
@@ -138,18 +145,43 @@ impl Webhooks {
     }
 }
 
+/// A webhook event: its name, then its fields.
+#[derive(Serialize)]
+struct Named<'a, T: Serialize> {
+    event: &'a str,
+    #[serde(flatten)]
+    fields: &'a T,
+}
+
+/// `started`: the task began with `total` URLs.
+#[derive(Serialize)]
+pub(super) struct Started<'a> {
+    pub task_id: &'a TaskId,
+    pub total: usize,
+}
+
+/// The task ended (the event is its status): what became of its URLs.
+#[derive(Serialize)]
+pub(super) struct Ended<'a> {
+    pub task_id: &'a TaskId,
+    pub total: usize,
+    pub progress: usize,
+    pub errors: usize,
+    pub skipped: usize,
+}
+
 /// Delivers a task's events in order until its queue ends or the service stops.
 async fn deliver_all(
     web: Arc<WebService>,
     hook: Hook,
-    mut events: mpsc::UnboundedReceiver<Value>,
+    mut events: mpsc::UnboundedReceiver<String>,
     stop: CancellationToken,
 ) {
     while let Some(event) = tokio::select! {
         event = events.recv() => event,
         () = stop.cancelled() => None,
     } {
-        let body = event.to_string();
+        let body = event;
         let signature = format!("sha256={}", sign(&hook.secret, body.as_bytes()));
         let mut wait = FIRST_RETRY;
         for attempt in 1..=ATTEMPTS {

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Expectations, Outcome, Status};
-use crate::tools::{Caller, Registry};
+use crate::browser::Level;
+use crate::tools::{Caller, ReadArgs, ReadMode, Registry};
 
 /// Each expectation as one more step of the report.
 pub(super) async fn run(
@@ -42,13 +43,22 @@ async fn shows(registry: &Registry, caller: &Caller, text: &str) -> Outcome {
 
 /// Whether the page (frames included) shows `text`.
 async fn showing(registry: &Registry, caller: &Caller, text: &str) -> Result<bool, String> {
-    let found = read(registry, caller, json!({ "mode": "find", "query": text })).await?;
+    let find = ReadArgs {
+        mode: Some(ReadMode::Find),
+        query: Some(text.to_string()),
+        ..Default::default()
+    };
+    let found = read(registry, caller, find).await?;
     Ok(found["matches"].as_u64().is_some_and(|n| n > 0))
 }
 
 async fn url_is(registry: &Registry, caller: &Caller, wanted: &str) -> Outcome {
     let started = Instant::now();
-    let args = json!({ "mode": "network", "max_tokens": 1 });
+    let args = ReadArgs {
+        mode: Some(ReadMode::Network),
+        max_tokens: Some(1),
+        ..Default::default()
+    };
     let read = read(registry, caller, args).await;
     judge(
         format!("expect url {wanted:?}"),
@@ -71,7 +81,11 @@ async fn url_is(registry: &Registry, caller: &Caller, wanted: &str) -> Outcome {
 
 async fn no_console_errors(registry: &Registry, caller: &Caller) -> Outcome {
     let started = Instant::now();
-    let args = json!({ "mode": "console", "level": "error" });
+    let args = ReadArgs {
+        mode: Some(ReadMode::Console),
+        level: Some(Level::Error),
+        ..Default::default()
+    };
     let read = read(registry, caller, args).await;
     judge(
         "expect no console errors".into(),
@@ -85,7 +99,11 @@ async fn no_failed_requests(registry: &Registry, caller: &Caller) -> Outcome {
     let mut lines = Vec::new();
     let mut failure = None;
     for status in ["failed", "4xx", "5xx"] {
-        let args = json!({ "mode": "network", "status": status });
+        let args = ReadArgs {
+            mode: Some(ReadMode::Network),
+            status: Some(status.to_string()),
+            ..Default::default()
+        };
         match read(registry, caller, args).await {
             Ok(r) => lines.extend(content_lines(&r)),
             Err(error) => failure = Some(error),
@@ -119,10 +137,10 @@ pub(super) async fn found_again(
     };
 }
 
-async fn read(registry: &Registry, caller: &Caller, mut args: Value) -> Result<Value, String> {
-    args["max_tokens"] = args.get("max_tokens").cloned().unwrap_or(json!(100_000));
+async fn read(registry: &Registry, caller: &Caller, mut args: ReadArgs) -> Result<Value, String> {
+    args.max_tokens.get_or_insert(100_000);
     registry
-        .call("browser_read", args, caller)
+        .call_with("browser_read", &args, caller)
         .await
         .map(|output| output.json)
         .map_err(|error| format!("{}: {}", error.code.name(), error.message))

@@ -21,7 +21,7 @@ use crate::ids::{SessionName, unguessable};
 use crate::tenancy::Tenant;
 use crate::tools::interact::{Action, InteractArgs};
 use crate::tools::navigate::NavigateArgs;
-use crate::tools::{Caller, Registry};
+use crate::tools::{Caller, Registry, ScreenshotArgs, ScreenshotFormat};
 use crate::trace::Step;
 
 pub use junit::junit_xml;
@@ -219,9 +219,13 @@ fn recorded_base(steps: &[Step]) -> Option<String> {
 
 /// A picture of the replay's page as it is now.
 async fn page_now(registry: &Registry, caller: &Caller) -> Option<Vec<u8>> {
-    let arguments = serde_json::json!({ "format": "jpeg", "quality": 50 });
+    let arguments = ScreenshotArgs {
+        format: Some(ScreenshotFormat::Jpeg),
+        quality: Some(50),
+        ..Default::default()
+    };
     let output = registry
-        .call("browser_screenshot", arguments, caller)
+        .call_with("browser_screenshot", &arguments, caller)
         .await
         .ok()?;
     output.images.into_iter().next().map(|image| image.data)

@@ -29,7 +29,7 @@ pub(super) fn stream(received: mpsc::UnboundedReceiver<AgentEvent>) -> Response 
         received,
         |mut received| async move {
             let next = received.recv().await?;
-            Some((event(next.name(), &next.data()), received))
+            Some((event(next.name(), &next), received))
         },
     ))
 }
@@ -69,12 +69,12 @@ async fn chat(
         match event {
             AgentEvent::ToolCall { .. } => tool_calls += 1,
             AgentEvent::Done(mut done) => {
-                done["tool_calls"] = json!(tool_calls);
-                done["messages"] = json!(transcript);
+                done.tool_calls = Some(tool_calls);
+                done.messages = Some(transcript);
                 return Ok(Json(done).into_response());
             }
             AgentEvent::Error { .. } => {
-                let body = json!({"error": event.data(), "messages": transcript});
+                let body = json!({"error": event, "messages": transcript});
                 return Ok((StatusCode::BAD_GATEWAY, Json(body)).into_response());
             }
             _ => {}

@@ -22,6 +22,7 @@ use super::reply::{broadcast_events, event, parse_body, parse_query};
 use crate::app::App;
 use crate::crawl::{TaskList, TaskStatus, TaskSummary};
 use crate::error::{ErrorBody, ToolError};
+use crate::ids::TaskId;
 use crate::tools::Caller;
 
 /// Default and largest `limit` of the task list.
@@ -98,7 +99,9 @@ async fn cancel(
 ) -> Result<Json<TaskSummary>, ToolError> {
     app.registry
         .admit(STATUS_TOOL, &Caller::new(tenant.clone()))?;
-    Ok(Json(app.crawler.cancel(&tenant, &id).await?))
+    Ok(Json(
+        app.crawler.cancel(&tenant, &TaskId::parse(&id)?).await?,
+    ))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -147,12 +150,12 @@ async fn events(
 ) -> Result<Response, ToolError> {
     app.registry
         .admit(STATUS_TOOL, &Caller::new(tenant.clone()))?;
-    let (summary, receiver) = app.crawler.subscribe(&tenant, &id).await?;
+    let (summary, receiver) = app.crawler.subscribe(&tenant, &TaskId::parse(&id)?).await?;
     let finished = summary.status.is_finished();
     // A finished task answers with `done` at once; a running one streams until its `done`.
     let first = event(if finished { "done" } else { "status" }, &summary);
     Ok(broadcast_events(first, finished, receiver, |progress| {
         let done = progress.name() == "done";
-        (event(progress.name(), &progress.data()), done)
+        (event(progress.name(), &progress), done)
     }))
 }

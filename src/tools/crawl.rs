@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{Call, Scope, Tool};
 use crate::crawl::{CrawlEvent, Follow, TaskOptions, TaskReport, TaskStatus};
 use crate::error::ToolResult;
+use crate::ids::TaskId;
 use crate::pages::{FetchMode, PageOptions, paging};
 use crate::tools::TaskProgress;
 use crate::web::extract::{ExtractKind, TextFormat};
@@ -80,7 +81,7 @@ shared_fields!(CrawlStatusArgs {});
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CrawlStarted {
     /// Pass to crawl_status.
-    task_id: String,
+    task_id: TaskId,
     status: TaskStatus,
     total: usize,
     parallel: usize,
@@ -109,7 +110,7 @@ const MAX_WAIT_SECS: u32 = 120;
 
 /// Waits until task `id` finished or `seconds` passed, reporting its progress to the caller
 /// (MCP progress notifications) as URLs finish.
-async fn await_end(call: &Call<'_>, id: &str, seconds: u32) -> ToolResult<()> {
+async fn await_end(call: &Call<'_>, id: &TaskId, seconds: u32) -> ToolResult<()> {
     if seconds > MAX_WAIT_SECS {
         return Err(crate::error::ToolError::invalid(format!(
             "field `wait` must be at most {MAX_WAIT_SECS} seconds"
@@ -219,13 +220,14 @@ impl Tool for CrawlStatus {
         // URL indices, not positions: URLs finishing meanwhile do not shift the cursor.
         let from = paging::parse_cursor(args.cursor.as_deref(), 'I', usize::MAX)?;
         let budget = paging::budget_chars(paging::budget(args.max_tokens)?);
+        let id = TaskId::parse(&args.task_id)?;
         if let Some(seconds) = args.wait {
-            await_end(call, args.task_id.trim(), seconds).await?;
+            await_end(call, &id, seconds).await?;
         }
         let (report, next) = call
             .ctx
             .crawler
-            .status_page(call.tenant(), args.task_id.trim(), from, budget)
+            .status_page(call.tenant(), &id, from, budget)
             .await?;
         Ok(CrawlStatusOutput {
             report,

@@ -20,7 +20,9 @@ mod screenshot;
 mod tabs;
 mod web_search;
 
+pub use read::{ReadArgs, ReadMode};
 pub use schema::STANDARD_FORMATS;
+pub use screenshot::{Format as ScreenshotFormat, ScreenshotArgs};
 
 use std::sync::Arc;
 
@@ -472,6 +474,23 @@ impl Registry {
             })?;
         self.admit(name, caller)?;
         tool.call(&self.ctx, &self.metrics, args, caller).await
+    }
+
+    /// Calls `name` with a tool's own typed arguments (its `…Args`), for the service's own calls
+    /// (a replay's checks): a renamed field fails to compile here instead of failing a replay.
+    /// Options left unset are left out, as a caller leaves them out.
+    pub async fn call_with(
+        &self,
+        name: &str,
+        args: &impl serde::Serialize,
+        caller: &Caller,
+    ) -> ToolResult<ToolOutput> {
+        let mut value = serde_json::to_value(args)
+            .map_err(|e| ToolError::internal(format!("arguments of {name}: {e}")))?;
+        if let Value::Object(fields) = &mut value {
+            fields.retain(|_, field| !field.is_null());
+        }
+        self.call(name, value, caller).await
     }
 
     /// Takes one call of tool `name` from `caller`'s rates, as `call` does first: for a front

@@ -17,7 +17,7 @@ ref). annotate=true draws numbered boxes on interactive elements; the numbers ar
 browser_read mode=elements and the legend lists them. format=pdf prints the whole page as a PDF \
 (paper A4 or Letter, landscape).";
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotArgs {
     /// Mark refs.
@@ -51,7 +51,7 @@ pub struct ScreenshotArgs {
 
 shared_fields!(ScreenshotArgs { session, tab });
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Png,

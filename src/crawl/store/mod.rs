@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::{Found, ItemOutcome, Listing, Skip, TaskOptions, TaskStatus};
 use crate::error::ToolError;
-use crate::ids::TenantName;
+use crate::ids::{TaskId, TenantName};
 use crate::pages::Page;
 
 pub use postgres::{CHANNEL, PostgresStore};
@@ -23,7 +23,7 @@ pub type StoreResult<T> = anyhow::Result<T>;
 /// A task's row.
 #[derive(Debug, Clone)]
 pub struct TaskRow {
-    pub id: String,
+    pub id: TaskId,
     /// Whose task it is (stored as its name, the operator's as the empty one).
     pub tenant: TenantName,
     pub created_ms: i64,
@@ -98,16 +98,20 @@ pub trait CrawlStore: Send + Sync {
     /// task has fewer than `max_pages` items to read, else skipped. Whether each was added.
     async fn add(
         &self,
-        id: &str,
+        id: &TaskId,
         found: &[Found],
         max_pages: usize,
         per_host: usize,
     ) -> StoreResult<Vec<bool>>;
 
     /// Sets a task's status; a finished status is set once: false when it already was.
-    async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool>;
+    async fn set_status(&self, id: &TaskId, status: TaskStatus) -> StoreResult<bool>;
 
-    async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>>;
+    async fn task(&self, id: &TaskId) -> StoreResult<Option<TaskRow>>;
+
+    /// Task `id` if it is `tenant`'s: the owner is part of the query, so another tenant's task
+    /// is never read.
+    async fn owned_task(&self, tenant: &TenantName, id: &TaskId) -> StoreResult<Option<TaskRow>>;
 
     /// `tenant`'s tasks, newest first, optionally with one status.
     async fn tasks(
@@ -118,28 +122,28 @@ pub trait CrawlStore: Send + Sync {
     ) -> StoreResult<Vec<TaskRow>>;
 
     /// Tasks not finished yet, oldest first.
-    async fn unfinished(&self) -> StoreResult<Vec<String>>;
+    async fn unfinished(&self) -> StoreResult<Vec<TaskId>>;
 
     /// Claims the task's first pending item nobody holds.
-    async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim>;
+    async fn claim(&self, id: &TaskId, lease: &Lease) -> StoreResult<Claim>;
 
     /// Ends a pending or running task as cancelled: its pending items (claimed ones too) become
     /// skipped as cancelled and leave its total, so a page being read is not recorded when it
     /// ends. False when the task had already finished.
-    async fn cancel(&self, id: &str) -> StoreResult<bool>;
+    async fn cancel(&self, id: &TaskId) -> StoreResult<bool>;
 
     /// Extends a claim; false when it is no longer ours.
-    async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool>;
+    async fn renew(&self, id: &TaskId, index: usize, lease: &Lease) -> StoreResult<bool>;
 
     /// Gives up this instance's claims on a task's items (they stay pending).
-    async fn release(&self, id: &str, lease: &Lease) -> StoreResult<()>;
+    async fn release(&self, id: &TaskId, lease: &Lease) -> StoreResult<()>;
 
     /// Records a claimed item's outcome once. `announcement` is the progress event to send to
     /// every instance with the count filled in, where the engine sends events itself. None when
     /// the item was not ours any more (or already recorded).
     async fn finish(
         &self,
-        id: &str,
+        id: &TaskId,
         index: usize,
         outcome: &ItemOutcome,
         lease: &Lease,
@@ -147,7 +151,7 @@ pub trait CrawlStore: Send + Sync {
     ) -> StoreResult<Option<Recorded>>;
 
     /// The task's items by outcome, counted without reading their results.
-    async fn counts(&self, id: &str) -> StoreResult<Counts>;
+    async fn counts(&self, id: &TaskId) -> StoreResult<Counts>;
 
     /// The latest page `tenant`'s tasks read at `url` with an `ETag` or `Last-Modified`, for a
     /// conditional request.
@@ -158,13 +162,13 @@ pub trait CrawlStore: Send + Sync {
     ) -> StoreResult<Option<Page>>;
 
     /// Finished items in the order they finished.
-    async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>>;
+    async fn finished(&self, id: &TaskId) -> StoreResult<Vec<ItemRow>>;
 
     /// Finished items from URL index `from` on, in URL order, while their stored JSON fits
     /// `max_chars` (at least one), and the index of the first one left out.
     async fn finished_page(
         &self,
-        id: &str,
+        id: &TaskId,
         from: usize,
         max_chars: usize,
     ) -> StoreResult<(Vec<ItemRow>, Option<usize>)>;
@@ -273,7 +277,7 @@ fn stored_task(
         TaskOptions::default()
     });
     TaskRow {
-        id,
+        id: TaskId::made(id),
         tenant: TenantName::from_stored(&tenant),
         created_ms,
         status,

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::crawl::{Found, ItemOutcome, TaskStatus};
 use crate::db::postgres::{Database, Migration};
+use crate::ids::{TaskId, TenantName};
 use crate::pages::Page;
 
 /// The channel every instance listens on for crawl events.
@@ -101,6 +102,16 @@ impl PostgresStore {
         database.migrate("crawl", &MIGRATIONS).await?;
         Ok(Self { database })
     }
+
+    /// Task `id`; with a `tenant`, only if it is that tenant's (the owner in the query).
+    async fn one_task(&self, id: &TaskId, tenant: Option<&str>) -> StoreResult<Option<TaskRow>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM crawl_tasks WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
+        );
+        let key: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&id, &tenant];
+        let client = self.database.client().await?;
+        Ok(client.query_opt(&sql, &key).await?.as_ref().map(task_row))
+    }
 }
 
 fn task_row(row: &tokio_postgres::Row) -> TaskRow {
@@ -142,7 +153,7 @@ struct FoundRows<'a> {
 /// task's counts. The caller holds the task's row.
 async fn insert_found(
     transaction: &tokio_postgres::Transaction<'_>,
-    id: &str,
+    id: &TaskId,
     found: &[&Found],
     max_pages: usize,
     per_host: usize,
@@ -214,7 +225,7 @@ async fn insert_found(
 
 /// The slots of task `id`: rows of the host slots under a name no host has (hosts have no
 /// `/`), one per unit of the task's `parallel`, so that it holds across instances too.
-fn task_slots(id: &str) -> String {
+fn task_slots(id: &TaskId) -> String {
     format!("task/{id}")
 }
 
@@ -265,7 +276,7 @@ impl CrawlStore for PostgresStore {
 
     async fn add(
         &self,
-        id: &str,
+        id: &TaskId,
         found: &[Found],
         max_pages: usize,
         per_host: usize,
@@ -300,7 +311,7 @@ impl CrawlStore for PostgresStore {
         Ok(added)
     }
 
-    async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
+    async fn set_status(&self, id: &TaskId, status: TaskStatus) -> StoreResult<bool> {
         let changed = self
             .database
             .client()
@@ -323,7 +334,7 @@ impl CrawlStore for PostgresStore {
         Ok(changed.is_some())
     }
 
-    async fn cancel(&self, id: &str) -> StoreResult<bool> {
+    async fn cancel(&self, id: &TaskId) -> StoreResult<bool> {
         // One statement: the status, the items and the slots change together or not at all.
         // The task's own slots go; the host slots its items held are let go (another row of
         // the same table, so one change per row).
@@ -356,15 +367,12 @@ impl CrawlStore for PostgresStore {
         Ok(changed.is_some())
     }
 
-    async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
-        let sql = format!("SELECT {TASK_COLUMNS} FROM crawl_tasks WHERE id = $1");
-        let row = self
-            .database
-            .client()
-            .await?
-            .query_opt(&sql, &[&id])
-            .await?;
-        Ok(row.as_ref().map(task_row))
+    async fn task(&self, id: &TaskId) -> StoreResult<Option<TaskRow>> {
+        self.one_task(id, None).await
+    }
+
+    async fn owned_task(&self, tenant: &TenantName, id: &TaskId) -> StoreResult<Option<TaskRow>> {
+        self.one_task(id, Some(tenant.stored())).await
     }
 
     async fn tasks(
@@ -388,7 +396,7 @@ impl CrawlStore for PostgresStore {
         Ok(rows.iter().map(task_row).collect())
     }
 
-    async fn unfinished(&self) -> StoreResult<Vec<String>> {
+    async fn unfinished(&self) -> StoreResult<Vec<TaskId>> {
         let rows = self
             .database
             .client()
@@ -399,10 +407,10 @@ impl CrawlStore for PostgresStore {
                 &[],
             )
             .await?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        Ok(rows.iter().map(|row| TaskId::made(row.get(0))).collect())
     }
 
-    async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim> {
+    async fn claim(&self, id: &TaskId, lease: &Lease) -> StoreResult<Claim> {
         // The item, a free slot of its host and one of its task are locked together, or nothing
         // is claimed;
         // rows others are claiming right now are skipped, not waited for.
@@ -469,7 +477,7 @@ impl CrawlStore for PostgresStore {
         })
     }
 
-    async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool> {
+    async fn renew(&self, id: &TaskId, index: usize, lease: &Lease) -> StoreResult<bool> {
         let renewed = self
             .database
             .client()
@@ -495,7 +503,7 @@ impl CrawlStore for PostgresStore {
         Ok(renewed.is_some())
     }
 
-    async fn release(&self, id: &str, lease: &Lease) -> StoreResult<()> {
+    async fn release(&self, id: &TaskId, lease: &Lease) -> StoreResult<()> {
         self.database
             .client()
             .await?
@@ -515,7 +523,7 @@ impl CrawlStore for PostgresStore {
 
     async fn finish(
         &self,
-        id: &str,
+        id: &TaskId,
         index: usize,
         outcome: &ItemOutcome,
         lease: &Lease,
@@ -584,7 +592,7 @@ impl CrawlStore for PostgresStore {
         Ok(super::with_validators(row.and_then(|row| row.get(0))))
     }
 
-    async fn counts(&self, id: &str) -> StoreResult<Counts> {
+    async fn counts(&self, id: &TaskId) -> StoreResult<Counts> {
         let row = self
             .database
             .client()
@@ -611,7 +619,7 @@ impl CrawlStore for PostgresStore {
         })
     }
 
-    async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
+    async fn finished(&self, id: &TaskId) -> StoreResult<Vec<ItemRow>> {
         let rows = self
             .database
             .client()
@@ -629,7 +637,7 @@ impl CrawlStore for PostgresStore {
 
     async fn finished_page(
         &self,
-        id: &str,
+        id: &TaskId,
         from: usize,
         max_chars: usize,
     ) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {

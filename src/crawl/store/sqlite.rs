@@ -13,6 +13,7 @@ use super::{
     outcome_columns, stored_outcome, stored_task,
 };
 use crate::crawl::{Found, ItemOutcome, TaskStatus};
+use crate::ids::{TaskId, TenantName};
 use crate::pages::Page;
 
 const SCHEMA: &str = "
@@ -119,7 +120,7 @@ impl SqliteStore {
         Ok(Self { sqlite })
     }
 
-    fn counts_now(db: &Connection, id: &str) -> DbResult<Counts> {
+    fn counts_now(db: &Connection, id: &TaskId) -> DbResult<Counts> {
         db.query_row(
             "SELECT COUNT(finished_seq), COALESCE(SUM(state = 'failed'), 0),
                     COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'skipped'), 0),
@@ -142,7 +143,7 @@ impl SqliteStore {
     /// that take one of its `max_pages`), keeps the task's counts, and says which were new.
     fn insert_found(
         tx: &rusqlite::Transaction<'_>,
-        id: &str,
+        id: &TaskId,
         found: &[Found],
         max_pages: usize,
     ) -> DbResult<Vec<bool>> {
@@ -208,12 +209,12 @@ impl CrawlStore for SqliteStore {
 
     async fn add(
         &self,
-        id: &str,
+        id: &TaskId,
         found: &[Found],
         max_pages: usize,
         _per_host: usize,
     ) -> StoreResult<Vec<bool>> {
-        let (id, found) = (id.to_string(), found.to_vec());
+        let (id, found) = (id.clone(), found.to_vec());
         self.sqlite
             .run(move |db| {
                 let tx = db.transaction()?;
@@ -224,8 +225,8 @@ impl CrawlStore for SqliteStore {
             .await
     }
 
-    async fn set_status(&self, id: &str, status: TaskStatus) -> StoreResult<bool> {
-        let id = id.to_string();
+    async fn set_status(&self, id: &TaskId, status: TaskStatus) -> StoreResult<bool> {
+        let id = id.clone();
         self.sqlite
             .run(move |db| {
                 let changed = db.execute(
@@ -238,14 +239,30 @@ impl CrawlStore for SqliteStore {
             .await
     }
 
-    async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
-        let id = id.to_string();
+    async fn task(&self, id: &TaskId) -> StoreResult<Option<TaskRow>> {
+        let id = id.clone();
         self.sqlite
             .run(move |db| {
                 Ok(db
                     .query_row(
                         "SELECT id, created_ms, status, options, total, tenant FROM tasks WHERE id = ?1",
                         params![id],
+                        task_row,
+                    )
+                    .optional()?)
+            })
+            .await
+    }
+
+    async fn owned_task(&self, tenant: &TenantName, id: &TaskId) -> StoreResult<Option<TaskRow>> {
+        let (id, tenant) = (id.clone(), tenant.stored().to_string());
+        self.sqlite
+            .run(move |db| {
+                Ok(db
+                    .query_row(
+                        "SELECT id, created_ms, status, options, total, tenant FROM tasks
+                         WHERE id = ?1 AND tenant = ?2",
+                        params![id, tenant],
                         task_row,
                     )
                     .optional()?)
@@ -273,31 +290,31 @@ impl CrawlStore for SqliteStore {
             .await
     }
 
-    async fn unfinished(&self) -> StoreResult<Vec<String>> {
+    async fn unfinished(&self) -> StoreResult<Vec<TaskId>> {
         self.sqlite
             .run(|db| {
                 let mut query = db.prepare(
                     "SELECT id FROM tasks WHERE status IN ('pending', 'running') ORDER BY created_ms",
                 )?;
-                let rows = query.query_map([], |row| row.get(0))?;
+                let rows = query.query_map([], |row| row.get(0).map(TaskId::made))?;
                 Ok(rows.collect::<DbResult<_>>()?)
             })
             .await
     }
 
-    async fn claim(&self, id: &str, lease: &Lease) -> StoreResult<Claim> {
-        let (id, lease) = (id.to_string(), lease.clone());
+    async fn claim(&self, id: &TaskId, lease: &Lease) -> StoreResult<Claim> {
+        let (id, lease) = (id.clone(), lease.clone());
         self.sqlite.run(move |db| claim_next(db, &id, &lease)).await
     }
 
-    async fn cancel(&self, id: &str) -> StoreResult<bool> {
-        let id = id.to_string();
+    async fn cancel(&self, id: &TaskId) -> StoreResult<bool> {
+        let id = id.clone();
         self.sqlite.run(move |db| cancel_task(db, &id)).await
     }
 
-    async fn renew(&self, id: &str, index: usize, lease: &Lease) -> StoreResult<bool> {
+    async fn renew(&self, id: &TaskId, index: usize, lease: &Lease) -> StoreResult<bool> {
         let until = now_ms() + lease.length.as_millis() as i64;
-        let (id, owner) = (id.to_string(), lease.owner.clone());
+        let (id, owner) = (id.clone(), lease.owner.clone());
         self.sqlite
             .run(move |db| {
                 let changed = db.execute(
@@ -310,8 +327,8 @@ impl CrawlStore for SqliteStore {
             .await
     }
 
-    async fn release(&self, id: &str, lease: &Lease) -> StoreResult<()> {
-        let (id, owner) = (id.to_string(), lease.owner.clone());
+    async fn release(&self, id: &TaskId, lease: &Lease) -> StoreResult<()> {
+        let (id, owner) = (id.clone(), lease.owner.clone());
         self.sqlite
             .run(move |db| {
                 db.execute(
@@ -326,21 +343,21 @@ impl CrawlStore for SqliteStore {
 
     async fn finish(
         &self,
-        id: &str,
+        id: &TaskId,
         index: usize,
         outcome: &ItemOutcome,
         lease: &Lease,
         _announcement: &str,
     ) -> StoreResult<Option<Recorded>> {
         let (state, result, error) = outcome_columns(outcome);
-        let (id, owner) = (id.to_string(), lease.owner.clone());
+        let (id, owner) = (id.clone(), lease.owner.clone());
         self.sqlite
             .run(move |db| finish_item(db, &id, index, (state, result, error), &owner))
             .await
     }
 
-    async fn counts(&self, id: &str) -> StoreResult<Counts> {
-        let id = id.to_string();
+    async fn counts(&self, id: &TaskId) -> StoreResult<Counts> {
+        let id = id.clone();
         self.sqlite
             .run(move |db| Ok(Self::counts_now(db, &id)?))
             .await
@@ -370,8 +387,8 @@ impl CrawlStore for SqliteStore {
         Ok(super::with_validators(result.flatten()))
     }
 
-    async fn finished(&self, id: &str) -> StoreResult<Vec<ItemRow>> {
-        let id = id.to_string();
+    async fn finished(&self, id: &TaskId) -> StoreResult<Vec<ItemRow>> {
+        let id = id.clone();
         self.sqlite
             .run(move |db| {
                 let mut query = db.prepare(&format!(
@@ -386,11 +403,11 @@ impl CrawlStore for SqliteStore {
 
     async fn finished_page(
         &self,
-        id: &str,
+        id: &TaskId,
         from: usize,
         max_chars: usize,
     ) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {
-        let id = id.to_string();
+        let id = id.clone();
         self.sqlite
             .run(move |db| finished_items_from(db, &id, from, max_chars))
             .await
@@ -411,7 +428,7 @@ impl CrawlStore for SqliteStore {
 
 /// The task's next pending item not under another's lease, claimed for `lease`; else whether
 /// items are still pending under leases (busy) or none is left.
-fn claim_next(db: &mut Connection, id: &str, lease: &Lease) -> StoreResult<Claim> {
+fn claim_next(db: &mut Connection, id: &TaskId, lease: &Lease) -> StoreResult<Claim> {
     let now = now_ms();
     let claimed = db
         .query_row(
@@ -447,7 +464,7 @@ fn claim_next(db: &mut Connection, id: &str, lease: &Lease) -> StoreResult<Claim
 }
 
 /// Cancels a task still pending or running; its pending items are skipped as cancelled.
-fn cancel_task(db: &mut Connection, id: &str) -> StoreResult<bool> {
+fn cancel_task(db: &mut Connection, id: &TaskId) -> StoreResult<bool> {
     let tx = db.transaction()?;
     let changed = tx.execute(
         "UPDATE tasks SET status = 'cancelled'
@@ -473,7 +490,7 @@ fn cancel_task(db: &mut Connection, id: &str) -> StoreResult<bool> {
 /// An item's outcome kept, when the item is still ours (claimed by `owner`).
 fn finish_item(
     db: &mut Connection,
-    id: &str,
+    id: &TaskId,
     index: usize,
     (state, result, error): (&str, Option<String>, Option<String>),
     owner: &str,
@@ -506,7 +523,7 @@ fn finish_item(
 /// to go on from.
 fn finished_items_from(
     db: &mut Connection,
-    id: &str,
+    id: &TaskId,
     from: usize,
     max_chars: usize,
 ) -> StoreResult<(Vec<ItemRow>, Option<usize>)> {

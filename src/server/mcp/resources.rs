@@ -18,7 +18,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
 use crate::app::App;
-use crate::ids::SessionName;
+use crate::ids::{SessionName, TaskId};
 use crate::tenancy::{Tenant, downloads};
 
 const SCHEME: &str = "webpilot://";
@@ -37,7 +37,7 @@ pub enum Kept {
     Download { session: SessionName, file: String },
     Screenshot { file: String },
     Trace { session: SessionName },
-    Crawl { task: String },
+    Crawl { task: TaskId },
 }
 
 impl Kept {
@@ -53,7 +53,7 @@ impl Kept {
             }
             Self::Screenshot { file } => format!("{SCHEME}screenshots/{}", part(file)),
             Self::Trace { session } => format!("{SCHEME}traces/{}", part(session.as_str())),
-            Self::Crawl { task } => format!("{SCHEME}crawls/{}", part(task)),
+            Self::Crawl { task } => format!("{SCHEME}crawls/{}", part(task.as_str())),
         }
     }
 
@@ -80,9 +80,9 @@ impl Kept {
             [kind, s] if kind == "traces" => Some(Self::Trace {
                 session: session(s)?,
             }),
-            [kind, t] if kind == "crawls" && !t.is_empty() && t.len() <= 64 => {
-                Some(Self::Crawl { task: t.clone() })
-            }
+            [kind, t] if kind == "crawls" => Some(Self::Crawl {
+                task: TaskId::parse(t).ok()?,
+            }),
             _ => None,
         }
     }

@@ -8,12 +8,14 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::app::App;
 use crate::crawl::{TaskStatus, TaskSummary};
 use crate::error::{ErrorCode, ToolError};
+use crate::ids::TaskId;
 use crate::tenancy::Tenant;
 use crate::tenancy::links::rfc3339_millis;
 use crate::tools::Caller;
@@ -79,6 +81,7 @@ pub fn mark(message: &mut Value) {
 }
 
 /// A JSON-RPC error answer.
+#[derive(Serialize)]
 struct RpcError {
     code: i64,
     message: String,
@@ -118,18 +121,67 @@ pub async fn answer(app: &App, tenant: &Arc<Tenant>, message: &Value) -> Value {
         "tasks/list" => list(app, tenant, &params).await,
         _ => match params.get("taskId").and_then(Value::as_str) {
             None => Err(RpcError::new(INVALID_PARAMS, "params.taskId is required")),
-            Some(task_id) => match method {
-                "tasks/get" => task(app, tenant, task_id).await,
-                "tasks/result" => result(app, tenant, task_id).await,
-                _ => cancel(app, tenant, task_id).await,
+            Some(task_id) => match TaskId::parse(task_id) {
+                Err(error) => Err(error.into()),
+                Ok(task_id) => match method {
+                    "tasks/get" => task(app, tenant, &task_id).await,
+                    "tasks/result" => result(app, tenant, &task_id).await,
+                    _ => cancel(app, tenant, &task_id).await,
+                },
             },
         },
     };
-    match answered {
-        Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-        Err(error) => json!({ "jsonrpc": "2.0", "id": id,
-            "error": { "code": error.code, "message": error.message } }),
-    }
+    let (result, error) = match answered {
+        Ok(result) => (Some(result), None),
+        Err(error) => (None, Some(error)),
+    };
+    let reply = Reply {
+        jsonrpc: "2.0",
+        id,
+        result,
+        error,
+    };
+    serde_json::to_value(reply).unwrap_or_default()
+}
+
+/// A JSON-RPC response: its `result`, or its `error`.
+#[derive(Serialize)]
+struct Reply {
+    jsonrpc: &'static str,
+    id: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<RpcError>,
+}
+
+/// A crawl as an MCP task.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct McpTask {
+    task_id: TaskId,
+    /// `working`, `completed`, `failed` or `cancelled`.
+    status: &'static str,
+    status_message: String,
+    created_at: String,
+    last_updated_at: String,
+    /// Crawl results are kept until deleted: no time to live (`null`).
+    ttl: Option<u64>,
+    poll_interval: u64,
+}
+
+/// `tasks/list`'s answer: a page of tasks, and where the next page starts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskPage {
+    tasks: Vec<McpTask>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// A value the protocol's types always serialize.
+fn value(typed: impl Serialize) -> Value {
+    serde_json::to_value(typed).unwrap_or_default()
 }
 
 /// `tools/call` with `task`: crawl_batch starts the crawl; the answer is its task.
@@ -149,19 +201,19 @@ async fn create(app: &App, tenant: &Arc<Tenant>, params: &Value) -> Result<Value
         .unwrap_or_else(|| json!({}));
     let caller = Caller::new(tenant.clone());
     let started = app.registry.call(TASK_TOOL, arguments, &caller).await?;
-    let task_id = started.json["task_id"].as_str().unwrap_or_default();
-    let summary = app.crawler.summary(tenant, task_id).await?;
+    let task_id = TaskId::parse(started.json["task_id"].as_str().unwrap_or_default())?;
+    let summary = app.crawler.summary(tenant, &task_id).await?;
     Ok(json!({ "task": task_of(&summary) }))
 }
 
 /// `tasks/get`: where the crawl is.
-async fn task(app: &App, tenant: &Tenant, task_id: &str) -> Result<Value, RpcError> {
-    Ok(task_of(&app.crawler.summary(tenant, task_id).await?))
+async fn task(app: &App, tenant: &Tenant, task_id: &TaskId) -> Result<Value, RpcError> {
+    Ok(value(task_of(&app.crawler.summary(tenant, task_id).await?)))
 }
 
 /// `tasks/result`: waits until the crawl ends, then answers as the call would have: its whole
 /// report as text and structured content (`isError` when every URL failed).
-async fn result(app: &App, tenant: &Arc<Tenant>, task_id: &str) -> Result<Value, RpcError> {
+async fn result(app: &App, tenant: &Arc<Tenant>, task_id: &TaskId) -> Result<Value, RpcError> {
     let (mut summary, mut events) = app.crawler.subscribe(tenant, task_id).await?;
     while !summary.status.is_finished() {
         match events.recv().await {
@@ -197,51 +249,47 @@ async fn list(app: &App, tenant: &Tenant, params: &Value) -> Result<Value, RpcEr
     };
     let listed = app.crawler.list(tenant, None, from + LIST_PAGE + 1).await?;
     let more = listed.tasks.len() > from + LIST_PAGE;
-    let tasks: Vec<Value> = listed
+    let tasks = listed
         .tasks
         .iter()
         .skip(from)
         .take(LIST_PAGE)
         .map(task_of)
         .collect();
-    let mut answer = json!({ "tasks": tasks });
-    if more {
-        answer["nextCursor"] = json!((from + LIST_PAGE).to_string());
-    }
-    Ok(answer)
+    let next_cursor = more.then(|| (from + LIST_PAGE).to_string());
+    Ok(value(TaskPage { tasks, next_cursor }))
 }
 
 /// `tasks/cancel`: the crawl stops where it is; a finished one is an error.
-async fn cancel(app: &App, tenant: &Tenant, task_id: &str) -> Result<Value, RpcError> {
+async fn cancel(app: &App, tenant: &Tenant, task_id: &TaskId) -> Result<Value, RpcError> {
     let summary = app.crawler.cancel(tenant, task_id).await?;
-    Ok(task_of(&summary))
+    Ok(value(task_of(&summary)))
 }
 
-/// A crawl as an MCP task. Crawl results are kept until deleted: no time to live.
-fn task_of(summary: &TaskSummary) -> Value {
+/// A crawl as an MCP task.
+fn task_of(summary: &TaskSummary) -> McpTask {
     let status = match summary.status {
         TaskStatus::Pending | TaskStatus::Running => "working",
         TaskStatus::Completed => "completed",
         TaskStatus::Failed => "failed",
         TaskStatus::Cancelled => "cancelled",
     };
-    let message = match summary.status {
+    let status_message = match summary.status {
         TaskStatus::Failed => format!("every one of its {} URLs failed", summary.total),
         _ => format!("{} of {} URLs read", summary.progress, summary.total),
     };
-    let created = rfc3339_millis(summary.created_ms.max(0) as f64 / 1000.0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    json!({
-        "taskId": summary.task_id,
-        "status": status,
-        "statusMessage": message,
-        "createdAt": created,
-        "lastUpdatedAt": rfc3339_millis(now),
-        "ttl": null,
-        "pollInterval": POLL_INTERVAL_MS,
-    })
+    McpTask {
+        task_id: summary.task_id.clone(),
+        status,
+        status_message,
+        created_at: rfc3339_millis(summary.created_ms.max(0) as f64 / 1000.0),
+        last_updated_at: rfc3339_millis(now),
+        ttl: None,
+        poll_interval: POLL_INTERVAL_MS,
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub const PERSON_WAIT_MS: u64 = 600_000;
 const MAX_PERSON_WAIT_MS: u64 = 3_600_000;
 // The types of the shared fields, for their bounds in the schema. (Plain comments: a doc
 // comment would repeat itself in every tool's schema.)
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct SessionField(
     #[schemars(length(min = 1, max = MAX_SESSION_NAME), regex(pattern = r"^[A-Za-z0-9._:@-]+$"))]
     pub String,

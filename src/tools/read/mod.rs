@@ -39,7 +39,7 @@ file=<a download's name> reads a file the session saved (PDF, Word, Excel, Power
 OpenDocument, CSV, EPUB, HTML) as markdown, text or json (a sheet's rows by header). \
 Long output is paged: pass next_cursor back as cursor.";
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
     // Default elements (no schema description: the tool list's size).

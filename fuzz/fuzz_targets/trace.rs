@@ -1,0 +1,4 @@
+//! `webpilot::fuzzing::trace` under libFuzzer.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| webpilot::fuzzing::trace(data));
