@@ -210,6 +210,21 @@ mod tests {
     }
 
     #[test]
+    fn a_crawl_delay_too_large_for_a_duration_is_the_longest_pause() {
+        for (file, delay) in [
+            ("Crawl-delay: 1e30", Some(MAX_DELAY)),
+            ("Crawl-delay: 4294967296", Some(MAX_DELAY)),
+            ("Crawl-delay: 2", Some(Duration::from_secs(2))),
+            ("Crawl-delay: -1", None),
+            ("Crawl-delay: NaN", None),
+        ] {
+            let body = format!("User-agent: *\n{file}\nDisallow: /x\n").into_bytes();
+            let robot = read_rules("webpilot", body, false).expect("rules");
+            assert_eq!(crawl_delay(&robot), delay, "{file}");
+        }
+    }
+
+    #[test]
     fn a_file_read_in_part_loses_its_cut_line() {
         let body = b"User-agent: *\nDisallow: /private/\nDisallow: /pri".to_vec();
         assert_eq!(

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::{HandoffMode, Options, Outcome, Status, fill_secrets, healed};
 use crate::browser::live::PersonInput;
-use crate::tools::{Caller, Registry};
+use crate::tools::interact::{Action, InteractArgs};
+use crate::tools::{Caller, Registry, arguments_of};
 use crate::trace::Step;
 
 /// The login saved after a hand-off: the name of the first profile the trace exported later.
@@ -102,29 +103,31 @@ pub(super) async fn replay(
 
 /// Asks a person to do the step again through the replay's live view, as it was asked then.
 async fn ask(registry: &Registry, caller: &Caller, step: &Step, outcome: &mut Outcome) {
-    let mut arguments = json!({ "action": "handoff" });
-    for key in ["message", "until", "timeout_ms"] {
-        if let Some(value) = step.args.get(key) {
-            arguments[key] = value.clone();
-        }
+    let mut arguments = InteractArgs::new(Action::Handoff);
+    if let Some(recorded) = super::typed::<InteractArgs>(&step.args) {
+        arguments.message = recorded.message;
+        arguments.until = recorded.until;
+        arguments.timeout_ms = recorded.timeout_ms;
     }
-    (outcome.status, outcome.detail) =
-        match registry.call("browser_interact", arguments, caller).await {
-            Ok(output) if output.json["handed_back"] == "timeout" => {
-                (Status::Failed, Some("nobody did it in time".to_string()))
-            }
-            Ok(output) => (
-                Status::Passed,
-                Some(format!(
-                    "a person did it (handed back: {})",
-                    output.json["handed_back"].as_str().unwrap_or("done")
-                )),
-            ),
-            Err(error) => (
-                Status::Failed,
-                Some(format!("{}: {}", error.code.name(), error.message)),
-            ),
-        };
+    (outcome.status, outcome.detail) = match registry
+        .call_with("browser_interact", &arguments, caller)
+        .await
+    {
+        Ok(output) if output.json["handed_back"] == "timeout" => {
+            (Status::Failed, Some("nobody did it in time".to_string()))
+        }
+        Ok(output) => (
+            Status::Passed,
+            Some(format!(
+                "a person did it (handed back: {})",
+                output.json["handed_back"].as_str().unwrap_or("done")
+            )),
+        ),
+        Err(error) => (
+            Status::Failed,
+            Some(format!("{}: {}", error.code.name(), error.message)),
+        ),
+    };
 }
 
 fn target_of(input: &PersonInput) -> Option<&crate::browser::ElementIdentity> {
@@ -161,22 +164,31 @@ fn arguments(input: &PersonInput, step: &Step, options: &Options) -> Result<Valu
         PersonInput::Click {
             target: Some(target),
             ..
-        } => json!({ "action": "click", "target": target }),
+        } => InteractArgs {
+            target: Some(target.clone()),
+            ..InteractArgs::new(Action::Click)
+        },
         PersonInput::Type {
             target: Some(target),
             text,
             ..
-        } => json!({ "action": "type", "target": target, "text": text }),
-        PersonInput::Key { key } => json!({ "action": "send_keys", "keys": key }),
+        } => InteractArgs {
+            target: Some(target.clone()),
+            text: Some(text.clone()),
+            ..InteractArgs::new(Action::Type)
+        },
+        PersonInput::Key { key } => InteractArgs {
+            keys: Some(key.clone()),
+            ..InteractArgs::new(Action::SendKeys)
+        },
         PersonInput::Click { frame, .. } | PersonInput::Type { frame, .. } => {
             return Err(in_frame(frame));
         }
     };
+    arguments.tab = super::typed::<InteractArgs>(&step.args).and_then(|recorded| recorded.tab);
+    let mut arguments = arguments_of("browser_interact", &arguments).map_err(|e| e.message)?;
     if let Value::Object(map) = &mut arguments {
         fill_secrets(map, &step.secrets, options)?;
-        if let Some(tab) = step.args.get("tab") {
-            map.insert("tab".into(), tab.clone());
-        }
     }
     Ok(arguments)
 }

@@ -123,6 +123,16 @@ impl SentLink {
     }
 }
 
+/// A tool's typed arguments as the JSON a caller sends: options left unset are left out.
+pub fn arguments_of(tool: &str, args: &impl serde::Serialize) -> ToolResult<Value> {
+    let mut value = serde_json::to_value(args)
+        .map_err(|e| ToolError::internal(format!("arguments of {tool}: {e}")))?;
+    if let Value::Object(fields) = &mut value {
+        fields.retain(|_, field| !field.is_null());
+    }
+    Ok(value)
+}
+
 /// A hand-off waiting for a person: sent when it starts (`waited_ms` 0), then every few seconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct HandoffProgress {
@@ -485,12 +495,7 @@ impl Registry {
         args: &impl serde::Serialize,
         caller: &Caller,
     ) -> ToolResult<ToolOutput> {
-        let mut value = serde_json::to_value(args)
-            .map_err(|e| ToolError::internal(format!("arguments of {name}: {e}")))?;
-        if let Value::Object(fields) = &mut value {
-            fields.retain(|_, field| !field.is_null());
-        }
-        self.call(name, value, caller).await
+        self.call(name, arguments_of(name, args)?, caller).await
     }
 
     /// Takes one call of tool `name` from `caller`'s rates, as `call` does first: for a front

@@ -46,7 +46,7 @@ pub struct TimeoutMs(#[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS
 
 // The time limit of a tool that may wait for a person; only those calls may go past
 // MAX_TIMEOUT_MS (checked at run time).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct PersonTimeoutMs(
     #[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_PERSON_WAIT_MS))] pub u64,
 );

@@ -38,7 +38,7 @@ const MAX_WAIT_SECONDS: f64 = 30.0;
 /// Token budget of the added-elements list in the result.
 const ADDED_ELEMENTS_TOKENS: usize = 400;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InteractArgs {
     pub action: Action,
@@ -100,11 +100,46 @@ pub struct InteractArgs {
 
 // A file sent with the call; its name's extension gives the type the page sees. (A plain
 // comment: a doc comment would add its text to the published tool list.)
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InlineFile {
     pub name: String,
     pub base64: String,
+}
+
+impl InteractArgs {
+    /// `action` with nothing else set: the service's own calls (a replay's steps) start here.
+    pub fn new(action: Action) -> Self {
+        Self {
+            action,
+            ref_id: None,
+            text: None,
+            keys: None,
+            option: None,
+            paths: None,
+            files: None,
+            clear: None,
+            submit: None,
+            direction: None,
+            amount: None,
+            until: None,
+            message: None,
+            wait: None,
+            confirmation: None,
+            gone: None,
+            seconds: None,
+            script: None,
+            accept: None,
+            prompt_text: None,
+            url: None,
+            filename: None,
+            input: None,
+            timeout_ms: None,
+            tab: None,
+            session: None,
+            target: None,
+        }
+    }
 }
 
 impl crate::tools::call::Shared for InteractArgs {
@@ -141,7 +176,7 @@ pub enum Action {
     PageTool,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     Up,
