@@ -142,10 +142,14 @@ pub(super) fn launch_config(
         // context: headless never shows it, and every session and render paid a process for
         // it. (Measured with SystemInfo.getProcessInfo: a new context's first tab started 3
         // renderers, 2 without it.)
+        //
+        // Autofill asks Google's server about every form a page shows (about 20 requests a
+        // second over 8 sessions on form pages), through the session's egress lane, whatever
+        // `--disable-background-networking` says: off, so no page's forms leave the machine.
         .arg((
             "disable-features",
             "Translate,TranslateUI,MediaRouter,OptimizationHints,WebUIOmniboxPopup,\
-             WebUIOmniboxAimPopup",
+             WebUIOmniboxAimPopup,AutofillServerCommunication",
         ))
         // WebMCP: the tools pages publish for agents (`document.modelContext`).
         .arg(("enable-features", "WebMCP"))
