@@ -42,6 +42,9 @@ import threading
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lifecycle import run_and_save, stop_webpilot  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")
 VENV = "/tmp/soak-venv"
@@ -441,14 +444,6 @@ def start_webpilot(binary: str, data_dir: str, config: str | None) -> tuple[subp
     return proc, match.group(1), logged
 
 
-def stop_webpilot(proc: subprocess.Popen):
-    proc.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=15)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)    # webpilot if it hung, and any Chromium left over
-    proc.wait()
-
 
 def run(args) -> dict:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FixtureHandler)
@@ -582,18 +577,8 @@ def main():
     if args.plot_from:
         return plot(json.load(open(args.plot_from)), args.plot)
 
-    def interrupt(*_):      # SIGTERM unwinds like Ctrl-C: the run is reported, then everything stopped
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)     # also where it was inherited ignored (a background job)
-    try:
-        result = run(args)
-    except KeyboardInterrupt:
-        log("interrupted again while stopping: webpilot and the fixture server are stopped, nothing reported")
-        sys.exit(130)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as out:
-        json.dump(result, out, indent=1)
+    result = run_and_save(lambda: run(args), args.out, "[soak] interrupted again while stopping: "
+                          "webpilot and the fixture server are stopped, nothing reported")
     if not args.no_plot:
         make_plot(args.out, args.plot)
     window = min(WINDOW_S, result["ran_s"] / 6)

@@ -41,6 +41,9 @@ import threading
 import time
 from collections import Counter
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lifecycle import run_and_save, stop_webpilot  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHATS = 20
 TARGET_P99_MS = 20.0
@@ -221,14 +224,6 @@ def start_webpilot(binary: str, data_dir: str, model_url: str, database_url: str
     raise SystemExit("webpilot did not answer /healthz within 30 s")
 
 
-def stop_webpilot(proc: subprocess.Popen):
-    proc.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)   # webpilot if it hung, and any Chromium left over
-    proc.wait()
-
 
 def cpu_seconds(pid: int) -> float:
     """CPU time (user and system) of a process so far, from /proc."""
@@ -340,16 +335,8 @@ def main():
                         help="between a chat's turns (default none: as fast as they are answered)")
     parser.add_argument("--database-url", help="PostgreSQL instead of SQLite in the data dir")
     args = parser.parse_args()
-    # SIGTERM unwinds like Ctrl-C, through the `finally` that stops everything started here.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        result = run(args)
-    except KeyboardInterrupt:
-        log("interrupted; webpilot, the stand-in and the prober are stopped")
-        sys.exit(130)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as out:
-        json.dump(result, out, indent=2)
+    result = run_and_save(lambda: run(args), args.out,
+                          "[store_load] interrupted; webpilot, the stand-in and the prober are stopped")
     print(f"\n/healthz every {args.interval_ms:g} ms; {result['store']} store; {args.chats} chats at once, "
           f"{args.pause_ms:g} ms between a chat's turns; {result['cpus']} CPUs\n")
     print("| phase | healthz probes | p50 ms | p95 ms | p99 ms | max ms | chat turns/s | errors | webpilot CPU |")
