@@ -184,3 +184,26 @@ async fn a_rendered_page_reports_what_was_refused() {
     v4.untouched("127.0.0.2");
     v6.untouched("[::1]");
 }
+
+/// Chromium's autofill asks Google's server about every form a page shows, through the
+/// session's egress lane, whatever `--disable-background-networking` says (about 20 requests a
+/// second over 8 sessions on form pages): the browser is started with it switched off.
+#[tokio::test]
+async fn the_browser_asks_no_server_about_the_forms_it_shows() {
+    let url = strict().page("form.html");
+    call(
+        "browser_navigate",
+        json!({ "target": url, "session": "forms" }),
+    )
+    .await;
+    let switches = common::devtools::browser_command_line(&strict().app).await;
+    let disabled: Vec<&str> = switches
+        .iter()
+        .filter_map(|s| s.strip_prefix("--disable-features="))
+        .flat_map(|features| features.split(','))
+        .collect();
+    assert!(
+        disabled.contains(&"AutofillServerCommunication"),
+        "{switches:#?}"
+    );
+}

@@ -127,16 +127,36 @@ fn resident_kb(pid: u32) -> u64 {
 /// DevTools connection of the test's own: Chromium's pixels with no tool in between.
 pub async fn bare_capture(app: &App, url_part: &str) -> Vec<u8> {
     use base64::Engine;
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
     let page = page_showing(app, url_part).await;
     let address = page["webSocketDebuggerUrl"]
         .as_str()
         .expect("a page socket");
+    let params = serde_json::json!({ "format": "png" });
+    let answer = cdp_call(address, "Page.captureScreenshot", params).await;
+    let data = answer["data"].as_str().expect("an image");
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap()
+}
+
+/// The switches the service's Chromium was started with, as the browser itself reports them.
+pub async fn browser_command_line(app: &App) -> Vec<String> {
+    let address = devtools_ws(app).await;
+    let answer = cdp_call(&address, "Browser.getBrowserCommandLine", Value::Null).await;
+    serde_json::from_value(answer["arguments"].clone()).expect("the command line")
+}
+
+/// One CDP command over a DevTools connection of the test's own: its result.
+async fn cdp_call(address: &str, method: &str, params: Value) -> Value {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
     let (mut socket, _) = tokio_tungstenite::connect_async(address)
         .await
         .expect("DevTools accepts a second client");
-    let ask = serde_json::json!({ "id": 1, "method": "Page.captureScreenshot", "params": { "format": "png" } });
+    let mut ask = serde_json::json!({ "id": 1, "method": method });
+    if !params.is_null() {
+        ask["params"] = params;
+    }
     socket.send(Message::text(ask.to_string())).await.unwrap();
     while let Some(message) = socket.next().await {
         let Message::Text(text) = message.expect("a DevTools message") else {
@@ -144,11 +164,9 @@ pub async fn bare_capture(app: &App, url_part: &str) -> Vec<u8> {
         };
         let answer: Value = serde_json::from_str(&text).unwrap();
         if answer["id"] == 1 {
-            let data = answer["result"]["data"].as_str().expect("an image");
-            return base64::engine::general_purpose::STANDARD
-                .decode(data)
-                .unwrap();
+            assert!(answer["error"].is_null(), "{method}: {answer}");
+            return answer["result"].clone();
         }
     }
-    panic!("DevTools closed before answering")
+    panic!("DevTools closed before answering {method}")
 }
